@@ -1,0 +1,483 @@
+"""The DARLING algorithm as small pure functions (numpy only; no torch, ray, vllm or nemo_rl).
+
+One group = the n responses sampled for one prompt. The pipeline per group:
+
+    partition (lexical rules + batched pair judge, union-find)  -> class ids
+    diversity (n - |class|) / (n - 1), floored                  -> d_i
+    fusion    quality * diversity (default)                      -> r_i
+    advantage r_i - mean_j r_j (no std division by default)      -> A_i
+
+Every function takes plain Python/numpy values so the same code serves the TRL engine,
+the NeMo-RL adapter, `darling-score` and the evaluations. Reference semantics and where we
+depart from them are documented on each function and in README "Fidelity".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+PairJudge = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
+"""A batched semantic-equivalence judge: list of (response_a, response_b) -> P(similar) each.
+
+Pairs are always sent as (responses[i], responses[j]) with i < j, like the reference code,
+so an order-sensitive classifier sees the same orientation."""
+
+SHORT_ANSWER_MAX_WORDS = 5
+
+
+class Fusion(StrEnum):
+    MULTIPLICATIVE = "multiplicative"  # r = q * d (paper and reference code)
+    ADDITIVE = "additive"  # r = z(q) + z(d), per-group z-scores (paper Table 2 ablation)
+    QUALITY_ONLY = "quality_only"  # r = q (plain GRPO)
+
+
+class QualityShift(StrEnum):
+    NONE = "none"  # reference default: negative quality times diversity gets MORE negative
+    GROUP_MIN = "group_min"  # q - min_group(q) >= 0, so more diversity never lowers a reward
+
+
+class Baseline(StrEnum):
+    MEAN = "mean"
+    LEAVE_ONE_OUT = "leave_one_out"
+
+
+class PartitionScope(StrEnum):
+    ALL = "all"  # reference default: diversity over every rollout, correct or not
+    CORRECT = "correct"  # only responses with quality > 0 are partitioned; others get the floor
+
+
+# ---------------------------------------------------------------------------------------------
+# Lexical rules (decided without any classifier)
+# ---------------------------------------------------------------------------------------------
+
+
+def short_answer_equivalent(a: str, b: str) -> bool | None:
+    """The reference short-answer rule, or None when it does not apply.
+
+    Lower-case and split on whitespace. If the longer response has at most 5 words, the pair
+    is equivalent iff 2 * |shared unique words| >= that word count (two empty responses:
+    0 >= 0, equivalent). Longer responses return None (undecided).
+    """
+    words_a, words_b = a.strip().lower().split(), b.strip().lower().split()
+    longest = max(len(words_a), len(words_b))
+    if longest > SHORT_ANSWER_MAX_WORDS:
+        return None
+    return 2 * len(set(words_a) & set(words_b)) >= longest
+
+
+def lexical_decision(a: str, b: str) -> bool | None:
+    """Decide a pair without a classifier: exact duplicates, then the short-answer rule.
+
+    Exact duplicates are equivalent (the reference sends them to the classifier; a
+    sensible classifier agrees). This checks them before the short-answer rule, so
+    "yes yes yes" vs "yes yes yes" is equivalent here although the reference rule alone
+    says not (1 shared word * 2 < 3 words).
+    """
+    if a == b:
+        return True
+    return short_answer_equivalent(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Partition
+# ---------------------------------------------------------------------------------------------
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> bool:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        self.parent[max(ra, rb)] = min(ra, rb)
+        return True
+
+    def labels(self) -> list[int]:
+        """Canonical class ids: classes numbered 0, 1, ... in order of first member."""
+        roots: dict[int, int] = {}
+        return [roots.setdefault(self.find(i), len(roots)) for i in range(len(self.parent))]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Equivalence classes of one group.
+
+    class_ids[i] is the class of response i; classes are numbered 0, 1, ... in order of
+    their first member, so two equal partitions have equal class_ids.
+    """
+
+    class_ids: list[int]
+    pairs_judged: int  # pairs sent to the judge
+    pairs_total: int  # n * (n - 1) / 2
+
+    @property
+    def num_classes(self) -> int:
+        return len(set(self.class_ids))
+
+    def class_sizes(self) -> list[int]:
+        """|class(y_i)| for every response i."""
+        counts = np.bincount(np.asarray(self.class_ids, dtype=np.int64))
+        return [int(counts[c]) for c in self.class_ids]
+
+
+def partition_groups(
+    groups: Sequence[Sequence[str]],
+    judge: PairJudge | None,
+    threshold: float,
+) -> list[Partition]:
+    """Partition many groups at once, sending pairs to `judge` in waves across all groups.
+
+    Semantics (reference): the classes are the connected components of the graph whose edges
+    are the equivalent pairs (union-find over all n(n-1)/2 pairs). A pair is equivalent if
+    `lexical_decision` says so, or, when that is undecided, if judge(pair) > threshold.
+    `judge=None` means no classifier: undecided pairs count as not equivalent.
+
+    Economy: a pair whose two responses are already in one class is never judged. Each wave
+    takes, per group, pairs whose classes form a forest (no two pairs of a wave could make
+    each other redundant), so with a transitive judge a group of one class is settled in one
+    wave of n-1 pairs. All groups' waves go to the judge in one call. The components are the
+    same as all-pairs union-find for ANY deterministic judge: every pair that is skipped
+    joins two responses that are already connected by equivalent pairs.
+    """
+    forests = [_UnionFind(len(g)) for g in groups]
+    undecided: list[list[tuple[int, int]]] = []
+    for group, uf in zip(groups, forests, strict=True):
+        pending = []
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                decision = lexical_decision(group[i], group[j])
+                if decision is None:
+                    pending.append((i, j))
+                elif decision:
+                    uf.union(i, j)
+        undecided.append(pending if judge is not None else [])
+
+    judged = [0] * len(groups)
+    while True:
+        wave: list[tuple[int, int, int]] = []  # (group index, i, j)
+        for g, (pending, uf) in enumerate(zip(undecided, forests, strict=True)):
+            wave_forest: dict[int, int] = {}  # union-find over this group's class roots
+
+            def root(r: int, forest: dict[int, int] = wave_forest) -> int:
+                while forest.get(r, r) != r:
+                    r = forest[r]
+                return r
+
+            still_pending = []
+            for i, j in pending:
+                ri, rj = uf.find(i), uf.find(j)
+                if ri == rj:
+                    continue  # already connected: never judged
+                wi, wj = root(ri), root(rj)
+                if wi == wj:
+                    still_pending.append((i, j))  # would close a cycle in this wave
+                    continue
+                wave_forest[max(wi, wj)] = min(wi, wj)
+                wave.append((g, i, j))
+            undecided[g] = still_pending
+        if not wave:
+            break
+        assert judge is not None
+        probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in wave]))
+        if len(probs) != len(wave):
+            raise ValueError(f"judge returned {len(probs)} probabilities for {len(wave)} pairs")
+        for (g, i, j), p in zip(wave, probs, strict=True):
+            judged[g] += 1
+            if float(p) > threshold:
+                forests[g].union(i, j)
+
+    return [
+        Partition(uf.labels(), judged[g], len(groups[g]) * (len(groups[g]) - 1) // 2)
+        for g, uf in enumerate(forests)
+    ]
+
+
+def partition_all_pairs(
+    responses: Sequence[str], judge: PairJudge | None, threshold: float
+) -> Partition:
+    """The reference procedure, literally: decide every pair, then union-find.
+
+    Kept as the specification `partition_groups` is tested against, and for benchmarks.
+    """
+    n = len(responses)
+    uf = _UnionFind(n)
+    undecided = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            decision = lexical_decision(responses[i], responses[j])
+            if decision is None:
+                undecided.append((i, j))
+            elif decision:
+                uf.union(i, j)
+    if judge is not None and undecided:
+        probs = judge([(responses[i], responses[j]) for i, j in undecided])
+        for (i, j), p in zip(undecided, probs, strict=True):
+            if float(p) > threshold:
+                uf.union(i, j)
+    judged = len(undecided) if judge is not None else 0
+    return Partition(uf.labels(), judged, n * (n - 1) // 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Diversity
+# ---------------------------------------------------------------------------------------------
+
+
+def diversity_from_classes(class_ids: Sequence[int], floor: float = 0.1) -> np.ndarray:
+    """Div(y_i) = (n - |class(y_i)|) / (n - 1), then max(., floor).
+
+    n = 1: the reference divides by zero; here a lone response has nothing to repeat, so
+    its diversity is 1.0 (its advantage is 0 under any group baseline anyway).
+    """
+    ids = np.asarray(class_ids, dtype=np.int64)
+    n = ids.size
+    if n == 0:
+        return np.zeros(0)
+    if n == 1:
+        return np.ones(1)
+    sizes = np.bincount(ids)[ids]
+    return np.maximum((n - sizes) / (n - 1), floor)
+
+
+def diversity_correct_only(
+    class_ids: Sequence[int], correct: Sequence[bool], floor: float = 0.1
+) -> np.ndarray:
+    """Reference `partition_correct`: diversity among the correct responses only.
+
+    `class_ids` must come from partitioning the correct responses alone (incorrect ones in
+    singleton classes). With c correct responses, a correct response gets
+    (c - |its class among correct|) / (c - 1); incorrect ones get the floor; if c <= 1 every
+    response gets the floor (as the reference does, even the single correct one).
+    """
+    ids = np.asarray(class_ids, dtype=np.int64)
+    mask = np.asarray(correct, dtype=bool)
+    out = np.full(ids.size, floor, dtype=float)
+    c = int(mask.sum())
+    if c <= 1:
+        return out
+    sizes = np.bincount(ids[mask], minlength=int(ids.max()) + 1)[ids]
+    out[mask] = np.maximum((c - sizes[mask]) / (c - 1), floor)
+    return out
+
+
+def ngram_diversity(responses: Sequence[str], n: int = 4) -> np.ndarray:
+    """Lexical diversity of the reference ablation ("quality x 4-gram").
+
+    For each response: |its distinct whitespace n-grams found in no other response of the
+    group| / (number of its n-grams, counted with repeats). A response shorter than n words
+    has no n-grams and scores 0.
+    """
+    tokens = [r.split() for r in responses]
+    grams = [{tuple(t[k : k + n]) for k in range(len(t) - n + 1)} for t in tokens]
+    out = np.zeros(len(responses))
+    for i, own in enumerate(grams):
+        if len(tokens[i]) < n:
+            continue
+        others = set().union(*(g for j, g in enumerate(grams) if j != i))
+        out[i] = len(own - others) / (len(tokens[i]) - n + 1)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Fusion and advantages
+# ---------------------------------------------------------------------------------------------
+
+
+def check_finite(values: Sequence[float], name: str) -> np.ndarray:
+    """Return `values` as a float array; raise naming the first non-finite index."""
+    arr = np.asarray(values, dtype=float)
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise ValueError(f"{name}[{int(bad[0])}] is {arr[bad[0]]}: {name} must be finite")
+    return arr
+
+
+def _zscore(x: np.ndarray) -> np.ndarray:
+    std = x.std()
+    return (x - x.mean()) / std if std > 0 else np.zeros_like(x)
+
+
+def fuse(
+    quality: Sequence[float],
+    diversity: Sequence[float],
+    fusion: Fusion = Fusion.MULTIPLICATIVE,
+    quality_shift: QualityShift = QualityShift.NONE,
+) -> np.ndarray:
+    """Combine one group's quality and diversity into the DARLING reward.
+
+    multiplicative: q * d (reference: no epsilon, no shift).
+    additive: z(q) + z(d) with per-group population z-scores (0 where a term is constant).
+    quality_only: q.
+    quality_shift=group_min first replaces q by q - min(q) (>= 0), for reward models whose
+    scores are negative, where q * d would punish diversity.
+    """
+    q = check_finite(quality, "quality")
+    d = check_finite(diversity, "diversity")
+    if q.shape != d.shape:
+        raise ValueError(f"quality has {q.size} values but diversity has {d.size}")
+    if quality_shift is QualityShift.GROUP_MIN and q.size:
+        q = q - q.min()
+    if fusion is Fusion.MULTIPLICATIVE:
+        return q * d
+    if fusion is Fusion.ADDITIVE:
+        return _zscore(q) + _zscore(d)
+    return q.copy()
+
+
+def group_indices(group_ids: Sequence[Hashable]) -> list[np.ndarray]:
+    """Row indices of each group, in order of first appearance; rows need not be contiguous."""
+    rows: dict[Hashable, list[int]] = {}
+    for row, gid in enumerate(group_ids):
+        rows.setdefault(gid, []).append(row)
+    return [np.asarray(r, dtype=np.int64) for r in rows.values()]
+
+
+def advantages(
+    rewards: Sequence[float],
+    group_ids: Sequence[Hashable],
+    baseline: Baseline = Baseline.MEAN,
+    normalize_std: bool = False,
+    std_epsilon: float = 1e-6,
+) -> np.ndarray:
+    """A_i = r_i - baseline_i within each group (groups by id, any order, ragged sizes).
+
+    mean: baseline = group mean. leave_one_out: mean of the OTHER responses of the group
+    (a group of one gets advantage 0). normalize_std divides by (sample std + epsilon) where
+    the group's sample std (ddof=1, as torch.std) is > 0; DARLING leaves it off.
+    """
+    r = check_finite(rewards, "rewards")
+    if len(group_ids) != r.size:
+        raise ValueError(f"{r.size} rewards but {len(group_ids)} group ids")
+    out = np.zeros_like(r)
+    for rows in group_indices(group_ids):
+        g = r[rows]
+        k = g.size
+        if baseline is Baseline.LEAVE_ONE_OUT:
+            base = (g.sum() - g) / (k - 1) if k > 1 else g
+        else:
+            base = np.full(k, g.mean())
+        adv = g - base
+        if normalize_std and k > 1:
+            std = g.std(ddof=1)
+            if std > 0:
+                adv = adv / (std + std_epsilon)
+        out[rows] = adv
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole transform for a batch
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DarlingSettings:
+    """The algorithm's knobs, as plain values (the pydantic schema builds this)."""
+
+    diversity: str = "semantic"  # "semantic" (partition) or "ngram" (lexical ablation)
+    ngram: int = 4
+    floor: float = 0.1
+    partition_scope: PartitionScope = PartitionScope.ALL
+    fusion: Fusion = Fusion.MULTIPLICATIVE
+    quality_shift: QualityShift = QualityShift.NONE
+    baseline: Baseline = Baseline.MEAN
+    normalize_std: bool = False
+    std_epsilon: float = 1e-6
+    threshold: float = 0.5
+
+
+@dataclass(frozen=True)
+class DarlingBatch:
+    """Per-response outputs (in input row order) and per-group statistics."""
+
+    quality: np.ndarray
+    diversity: np.ndarray
+    reward: np.ndarray
+    advantage: np.ndarray
+    class_ids: np.ndarray  # class within its group; -1 where not partitioned (ngram mode)
+    num_classes: list[int]  # per group, in order of first appearance of the group id
+    group_sizes: list[int]
+    pairs_judged: int
+    pairs_total: int
+
+
+def darling_batch(
+    responses: Sequence[str],
+    quality: Sequence[float],
+    group_ids: Sequence[Hashable],
+    judge: PairJudge | None,
+    settings: DarlingSettings,
+) -> DarlingBatch:
+    """Quality + responses + group ids -> DARLING rewards and advantages for a whole batch."""
+    q = check_finite(quality, "quality")
+    if not (len(responses) == q.size == len(group_ids)):
+        raise ValueError(
+            f"batch lengths differ: {len(responses)} responses, {q.size} quality, "
+            f"{len(group_ids)} group ids"
+        )
+    groups = group_indices(group_ids)
+    diversity = np.zeros(q.size)
+    reward = np.zeros(q.size)
+    class_ids = np.full(q.size, -1, dtype=np.int64)
+    num_classes: list[int] = []
+    pairs_judged = pairs_total = 0
+
+    if settings.diversity == "ngram":
+        for rows in groups:
+            diversity[rows] = ngram_diversity([responses[i] for i in rows], settings.ngram)
+            num_classes.append(0)
+    elif settings.diversity == "semantic":
+        scoped = [
+            rows
+            if settings.partition_scope is PartitionScope.ALL
+            else rows[q[rows] > 0]  # only the correct responses are partitioned
+            for rows in groups
+        ]
+        parts = partition_groups(
+            [[responses[i] for i in rows] for rows in scoped], judge, settings.threshold
+        )
+        for rows, sub, part in zip(groups, scoped, parts, strict=True):
+            pairs_judged += part.pairs_judged
+            pairs_total += len(rows) * (len(rows) - 1) // 2
+            num_classes.append(part.num_classes + (len(rows) - len(sub)))
+            if settings.partition_scope is PartitionScope.ALL:
+                class_ids[rows] = part.class_ids
+                diversity[rows] = diversity_from_classes(part.class_ids, settings.floor)
+            else:
+                local = np.arange(len(rows)) + len(sub)  # incorrect: singleton classes
+                correct = q[rows] > 0
+                local[correct] = part.class_ids
+                class_ids[rows] = local
+                diversity[rows] = diversity_correct_only(local, correct, settings.floor)
+    else:
+        raise ValueError(f"unknown diversity {settings.diversity!r}: use 'semantic' or 'ngram'")
+
+    for rows in groups:
+        reward[rows] = fuse(q[rows], diversity[rows], settings.fusion, settings.quality_shift)
+    adv = advantages(
+        reward, group_ids, settings.baseline, settings.normalize_std, settings.std_epsilon
+    )
+    return DarlingBatch(
+        quality=q,
+        diversity=diversity,
+        reward=reward,
+        advantage=adv,
+        class_ids=class_ids,
+        num_classes=num_classes,
+        group_sizes=[len(rows) for rows in groups],
+        pairs_judged=pairs_judged,
+        pairs_total=pairs_total,
+    )
