@@ -14,7 +14,6 @@ depart from them are documented on each function and in README "Fidelity".
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -408,10 +407,19 @@ class DarlingBatch:
     reward: np.ndarray
     advantage: np.ndarray
     class_ids: np.ndarray  # class within its group; -1 where not partitioned (ngram mode)
-    num_classes: list[int]  # per group, in order of first appearance of the group id
+    # Per group, in order of first appearance of the group id:
+    num_classes: list[int]  # 0 in ngram mode
     group_sizes: list[int]
-    pairs_judged: int
-    pairs_total: int
+    group_pairs_judged: list[int]
+    group_pairs_total: list[int]  # n * (n - 1) / 2
+
+    @property
+    def pairs_judged(self) -> int:
+        return sum(self.group_pairs_judged)
+
+    @property
+    def pairs_total(self) -> int:
+        return sum(self.group_pairs_total)
 
 
 def darling_batch(
@@ -433,12 +441,13 @@ def darling_batch(
     reward = np.zeros(q.size)
     class_ids = np.full(q.size, -1, dtype=np.int64)
     num_classes: list[int] = []
-    pairs_judged = pairs_total = 0
+    pairs_judged: list[int] = []
 
     if settings.diversity == "ngram":
         for rows in groups:
             diversity[rows] = ngram_diversity([responses[i] for i in rows], settings.ngram)
             num_classes.append(0)
+            pairs_judged.append(0)
     elif settings.diversity == "semantic":
         scoped = [
             rows
@@ -450,8 +459,7 @@ def darling_batch(
             [[responses[i] for i in rows] for rows in scoped], judge, settings.threshold
         )
         for rows, sub, part in zip(groups, scoped, parts, strict=True):
-            pairs_judged += part.pairs_judged
-            pairs_total += len(rows) * (len(rows) - 1) // 2
+            pairs_judged.append(part.pairs_judged)
             num_classes.append(part.num_classes + (len(rows) - len(sub)))
             if settings.partition_scope is PartitionScope.ALL:
                 class_ids[rows] = part.class_ids
@@ -478,6 +486,6 @@ def darling_batch(
         class_ids=class_ids,
         num_classes=num_classes,
         group_sizes=[len(rows) for rows in groups],
-        pairs_judged=pairs_judged,
-        pairs_total=pairs_total,
+        group_pairs_judged=pairs_judged,
+        group_pairs_total=[len(rows) * (len(rows) - 1) // 2 for rows in groups],
     )

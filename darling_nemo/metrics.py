@@ -1,6 +1,8 @@
-"""Small shared metrics: unbiased pass@k (Chen et al., 2021)."""
+"""Small shared metrics: unbiased pass@k (Chen et al., 2021) and its curve over k."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,3 +18,34 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def default_ks(n: int) -> list[int]:
+    """k = 1, 2, 4, ... up to n, and n itself when it is not a power of two."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    ks = [1 << e for e in range(n.bit_length()) if (1 << e) <= n]
+    return ks if ks[-1] == n else [*ks, n]
+
+
+def pass_at_k_curve(n: int, c: int, ks: Sequence[int]) -> np.ndarray:
+    """pass_at_k(n, c, k) for every k in `ks` at once (same product form, one array op).
+
+    For k <= n - c every factor 1 - k/i (i > n - c >= k) lies in (0, 1], so the product
+    never changes sign; k > n - c gives exactly 1.
+    """
+    k = np.asarray(ks, dtype=np.float64)
+    if not (0 <= c <= n) or k.size == 0 or k.min() < 1 or k.max() > n:
+        raise ValueError(f"pass_at_k_curve needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c}")
+    i = np.arange(n - c + 1, n + 1, dtype=np.float64)
+    sure = k > n - c
+    factors = 1.0 - np.where(sure, 0.0, k)[:, None] / i[None, :]
+    return np.where(sure, 1.0, 1.0 - factors.prod(axis=1))
+
+
+def mean_pass_at_k(counts: Sequence[tuple[int, int]], ks: Sequence[int]) -> dict[int, float]:
+    """Mean over problems of pass@k, from (n, c) per problem; every n must be >= max(ks)."""
+    if not counts:
+        raise ValueError("mean_pass_at_k needs at least one problem")
+    curves = np.stack([pass_at_k_curve(n, c, ks) for n, c in counts])
+    return {int(k): float(v) for k, v in zip(ks, curves.mean(axis=0), strict=True)}

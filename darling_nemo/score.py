@@ -1,0 +1,157 @@
+"""`darling-score`: DARLING rewards and advantages for groups of responses in a JSONL file.
+
+    darling-score groups.jsonl -o scored.jsonl
+    darling-score groups.jsonl --judge embedding --judge-set threshold=0.8
+    darling-score groups.jsonl --config conf/wildchat_llama8b_darling.yaml --set floor=0
+
+Each input line: {"prompt": str, "responses": [str, ...], "quality": [float, ...]} (other
+fields are kept). Each output line adds class_ids, diversity, reward, advantage (one per
+response), num_classes, pairs_judged and pairs_total. Every line is checked before anything
+is scored; malformed lines are all reported with file and line number, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from darling_nemo.config import apply_overrides, load_config
+from darling_nemo.core import darling_batch
+from darling_nemo.judges import make_judge
+from darling_nemo.schema import ConfigError, DarlingConfig, validate_darling
+
+GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call carries many pairs
+
+
+def read_groups(path: Path) -> list[dict[str, Any]]:
+    """Parse and check every line; raise one error listing every bad line (file:line)."""
+    groups, problems = [], []
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                problems.append(f"{where}: not valid JSON ({err.msg})")
+                continue
+            problem = _check_group(row)
+            if problem:
+                problems.append(f"{where}: {problem}")
+            else:
+                groups.append(row)
+    if problems:
+        raise ValueError("malformed input, nothing scored:\n  " + "\n  ".join(problems))
+    if not groups:
+        raise ValueError(f"{path}: no groups found")
+    return groups
+
+
+def _check_group(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return "each line must be a JSON object"
+    missing = [k for k in ("responses", "quality") if k not in row]
+    if missing:
+        return f"missing field(s) {', '.join(missing)}"
+    responses, quality = row["responses"], row["quality"]
+    if not isinstance(responses, list) or not all(isinstance(r, str) for r in responses):
+        return "`responses` must be a list of strings"
+    if not responses:
+        return "`responses` is empty"
+    if not isinstance(quality, list) or len(quality) != len(responses):
+        return f"`quality` must be a list of {len(responses)} numbers (one per response)"
+    for k, q in enumerate(quality):
+        if isinstance(q, bool) or not isinstance(q, int | float) or not math.isfinite(q):
+            return f"quality[{k}] = {q!r} is not a finite number"
+    return None
+
+
+def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[str, Any]]:
+    """Score groups in chunks so the judge sees the pairs of many groups per call."""
+    judge = make_judge(cfg.judge)
+    settings = cfg.settings()
+    scored = []
+    for start in range(0, len(groups), GROUPS_PER_JUDGE_WAVE):
+        chunk = groups[start : start + GROUPS_PER_JUDGE_WAVE]
+        responses = [r for g in chunk for r in g["responses"]]
+        quality = [q for g in chunk for q in g["quality"]]
+        gids = [k for k, g in enumerate(chunk) for _ in g["responses"]]
+        out = darling_batch(responses, quality, gids, judge, settings)
+        stop = 0
+        for k, g in enumerate(chunk):
+            rows = slice(stop, stop + len(g["responses"]))
+            stop = rows.stop
+            scored.append(
+                {
+                    **g,
+                    "class_ids": out.class_ids[rows].tolist(),
+                    "diversity": out.diversity[rows].tolist(),
+                    "reward": out.reward[rows].tolist(),
+                    "advantage": out.advantage[rows].tolist(),
+                    "num_classes": out.num_classes[k],
+                    "pairs_judged": out.group_pairs_judged[k],
+                    "pairs_total": out.group_pairs_total[k],
+                }
+            )
+    return scored
+
+
+def build_config(args: argparse.Namespace) -> DarlingConfig:
+    """Schema defaults <- the config file's `darling:` <- --judge <- --set / --judge-set."""
+    section = DarlingConfig().model_dump(mode="json")
+    if args.config:
+        file_section = load_config(args.config).get("darling") or {}
+        section = validate_darling(file_section).model_dump(mode="json")
+    if args.judge:
+        # Fill the chosen kind's defaults so --judge-set keys are checked against them.
+        section["judge"] = validate_darling({"judge": {"kind": args.judge}}).judge.model_dump(
+            mode="json"
+        )
+    overrides = [*args.set, *(f"judge.{item}" for item in args.judge_set)]
+    return validate_darling(apply_overrides(section, overrides))
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="darling-score", description=__doc__.split("\n")[0])
+    parser.add_argument("input", type=Path, help="JSONL of groups")
+    parser.add_argument("-o", "--output", type=Path, help="output JSONL (default: stdout)")
+    parser.add_argument("--config", help="YAML file whose `darling:` section is used")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="darling.KEY override"
+    )
+    parser.add_argument("--judge", help="judge kind (lexical, cross_encoder, embedding, ...)")
+    parser.add_argument(
+        "--judge-set", action="append", default=[], metavar="KEY=VALUE", help="judge option"
+    )
+    args = parser.parse_args(argv)
+    try:
+        cfg = build_config(args)
+        scored = score_groups(read_groups(args.input), cfg)
+    except (ConfigError, ValueError, FileNotFoundError) as err:
+        print(f"darling-score: {err}", file=sys.stderr)
+        return 2
+    out = args.output.open("w") if args.output else (stdout or sys.stdout)
+    try:
+        for row in scored:
+            out.write(json.dumps(row) + "\n")
+    finally:
+        if args.output:
+            out.close()
+    judged = sum(r["pairs_judged"] for r in scored)
+    total = sum(r["pairs_total"] for r in scored)
+    print(
+        f"darling-score: {len(scored)} groups, {judged}/{total} pairs judged "
+        f"(judge: {cfg.judge.kind})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

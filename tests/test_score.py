@@ -1,0 +1,101 @@
+"""`darling-score` end to end: real files in, JSONL out, errors with file:line."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from darling_nemo.score import main
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def run(argv: list[str]) -> tuple[int, list[dict]]:
+    buf = io.StringIO()
+    code = main(argv, stdout=buf)
+    return code, [json.loads(line) for line in buf.getvalue().splitlines()]
+
+
+def test_scores_hand_checked_group(tmp_path):
+    # Classes {"4","4"}, {"four"}, {"2+2 is four"}: d = [2/3, 2/3, 1, 1];
+    # quality [1, 1, 1, 0] -> reward [2/3, 2/3, 1, 0], mean 7/12 -> adv [1/12, 1/12, 5/12, -7/12].
+    src = write_jsonl(
+        tmp_path / "g.jsonl",
+        [
+            {
+                "id": 7,
+                "prompt": "2+2?",
+                "responses": ["4", "4", "four", "2+2 is four"],
+                "quality": [1, 1, 1, 0],
+            }
+        ],
+    )
+    code, (row,) = run([str(src)])
+    assert code == 0
+    assert row["id"] == 7  # input fields are kept
+    assert row["class_ids"] == [0, 0, 1, 2]
+    assert row["num_classes"] == 3
+    assert row["pairs_total"] == 6 and row["pairs_judged"] == 0
+    assert row["reward"] == pytest.approx([2 / 3, 2 / 3, 1, 0])
+    assert row["advantage"] == pytest.approx([1 / 12, 1 / 12, 5 / 12, -7 / 12])
+
+
+def test_set_overrides_darling_keys(tmp_path):
+    # floor 0: a group of two identical answers has diversity 0, reward 0.
+    src = write_jsonl(tmp_path / "g.jsonl", [{"responses": ["x", "x"], "quality": [1, 1]}])
+    _, (row,) = run([str(src), "--set", "floor=0"])
+    assert row["diversity"] == [0.0, 0.0]
+    _, (row,) = run([str(src)])
+    assert row["diversity"] == [0.1, 0.1]
+
+
+def test_unknown_key_fails_with_its_path(tmp_path, capsys):
+    src = write_jsonl(tmp_path / "g.jsonl", [{"responses": ["x"], "quality": [1]}])
+    assert main([str(src), "--set", "flor=0"]) == 2
+    assert "flor" in capsys.readouterr().err
+    assert main([str(src), "--judge", "lexical", "--judge-set", "treshold=0.3"]) == 2
+    assert "treshold" in capsys.readouterr().err
+
+
+def test_malformed_lines_all_reported_and_nothing_written(tmp_path, capsys):
+    src = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {"responses": ["a", "b"], "quality": [1, 0]},
+            "{not json",
+            {"responses": ["a", "b"], "quality": [1]},
+            {"responses": ["a"], "quality": [float("nan")]},
+            {"quality": [1]},
+        ],
+    )
+    out = tmp_path / "out.jsonl"
+    assert main([str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{src}:2: not valid JSON" in err
+    assert f"{src}:3: `quality` must be a list of 2 numbers" in err
+    assert f"{src}:4: quality[0] = nan is not a finite number" in err
+    assert f"{src}:5: missing field(s) responses" in err
+    assert not out.exists()
+
+
+def test_console_script_runs_as_a_process(tmp_path):
+    src = write_jsonl(tmp_path / "g.jsonl", [{"responses": ["yes", "no"], "quality": [1, 0]}])
+    out = tmp_path / "o.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "darling_nemo.score", str(src), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "1 groups, 0/1 pairs judged (judge: lexical)" in proc.stderr
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    # "yes" vs "no": different short answers -> 2 classes, d = [1, 1]; reward [1, 0]; adv ±0.5.
+    assert row["advantage"] == pytest.approx([0.5, -0.5])
