@@ -12,6 +12,7 @@ deletes it). Values are parsed as YAML (`x=1e-6` is a float, `x=[1,2]` a list).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,36 @@ from omegaconf import OmegaConf
 from darling_nemo.schema import ConfigError
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, with YAML 1.2 floats: `1e-6` is a float (as in OmegaConf,
+    which NeMo-RL uses), not the string PyYAML's YAML 1.1 rules make of it."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def _parse_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     try:
-        data = yaml.safe_load(text)
+        data = _parse_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -108,7 +132,7 @@ def apply_overrides(cfg: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
                 f"override {item!r}: unknown key {key!r} (use +{key}=... to add a new key)"
             )
         try:
-            node[leaf] = yaml.safe_load(value_text) if value_text != "" else ""
+            node[leaf] = _parse_yaml(value_text) if value_text != "" else ""
         except yaml.YAMLError as err:
             raise ConfigError(f"override {item!r}: value is not valid YAML: {err}") from None
     return out

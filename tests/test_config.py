@@ -94,3 +94,12 @@ def test_darling_schema_reports_every_bad_key_with_its_path():
 
 def test_disabled_darling_is_plain_quality():
     assert validate_darling({"enabled": False}).settings().fusion.value == "quality_only"
+
+
+def test_exponent_floats_are_floats_in_files_and_overrides(tmp_path):
+    # PyYAML alone reads `1e-6` as the string "1e-6"; OmegaConf (NeMo-RL) reads a float.
+    (tmp_path / "c.yaml").write_text("policy:\n  lr: 1e-6\n  name: 1e-6x\n  n: 10\n")
+    cfg = load_config(tmp_path / "c.yaml", ["policy.n=2e3"])
+    assert cfg["policy"]["lr"] == 1e-6 and isinstance(cfg["policy"]["lr"], float)
+    assert cfg["policy"]["n"] == 2000.0
+    assert cfg["policy"]["name"] == "1e-6x"

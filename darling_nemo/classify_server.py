@@ -1,0 +1,221 @@
+"""A `/classify` server for machines without vLLM: the same protocol, a local checkpoint.
+
+    python -m darling_nemo.classify_server serve MODEL --task classify --port 8000 \
+        --served-model-name similarity_gpu_0 [--host 127.0.0.1] [--dtype auto] [--device auto]
+
+The command line mirrors `vllm serve ... --task classify`, so `darling-serve-classifiers`
+can start either (its `executable` setting). The protocol mirrors vLLM 0.10:
+
+    POST /classify  {"model": name, "input": str | [str, ...], "truncate_prompt_tokens": k?}
+      200 {"id", "object": "list", "created", "model",
+           "data": [{"index", "label", "probs", "num_classes"}, ...],
+           "usage": {"prompt_tokens", "total_tokens", "completion_tokens": 0, ...}}
+      400 over-long input / bad request, 404 unknown model: {"object": "error", "message",
+          "type", "param", "code"}
+    GET /health (200), GET /v1/models
+
+Each input text is tokenized with the tokenizer's own special tokens (vLLM's default), and
+inputs longer than the model are rejected (vLLM does the same). Concurrent requests are
+batched together (like vLLM's continuous batching): one worker drains the queue into
+forward passes of at most --max-batch-size texts. With --port 0 the OS picks a free port;
+the line `READY http://host:port` on stdout says where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+
+from darling_nemo.judges.cross_encoder import SequenceClassifier
+
+
+def error_response(message: str, status: int, kind: str = "BadRequestError") -> web.Response:
+    body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+    return web.json_response(body, status=status)
+
+
+class Batcher:
+    """Runs queued token-id lists through the classifier in shared forward passes."""
+
+    def __init__(self, classifier: SequenceClassifier, max_batch_size: int) -> None:
+        self.classifier = classifier
+        self.max_batch_size = max_batch_size
+        self.queue: asyncio.Queue[tuple[list[list[int]], asyncio.Future[np.ndarray]]] = (
+            asyncio.Queue()
+        )
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            jobs = [await self.queue.get()]
+            size = len(jobs[0][0])
+            while not self.queue.empty() and size < self.max_batch_size:
+                jobs.append(self.queue.get_nowait())
+                size += len(jobs[-1][0])
+            ids = [seq for job_ids, _ in jobs for seq in job_ids]
+            try:
+                probs = await loop.run_in_executor(
+                    None, self.classifier.probs_from_ids, ids, self.max_batch_size
+                )
+            except Exception as err:  # a model failure answers every waiting request
+                for _, future in jobs:
+                    if not future.done():
+                        future.set_exception(err)
+                continue
+            start = 0
+            for job_ids, future in jobs:
+                if not future.done():
+                    future.set_result(probs[start : start + len(job_ids)])
+                start += len(job_ids)
+
+    async def classify(self, ids: list[list[int]]) -> np.ndarray:
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        await self.queue.put((ids, future))
+        return await future
+
+
+def make_app(
+    classifier: SequenceClassifier, served_name: str, max_model_len: int, max_batch_size: int
+) -> web.Application:
+    batcher = Batcher(classifier, max_batch_size)
+
+    async def classify(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return error_response("request body is not valid JSON", 400)
+        if not isinstance(body, dict):
+            return error_response("request body must be a JSON object", 400)
+        model = body.get("model")
+        if model is not None and model != served_name:
+            return error_response(f"The model `{model}` does not exist.", 404, "NotFoundError")
+        texts = body.get("input")
+        if isinstance(texts, str):
+            if not texts:
+                return error_response("Input cannot be empty for classification", 400)
+            texts = [texts]
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return error_response("`input` must be a string or a list of strings", 400)
+        ids = classifier.encode(texts) if texts else []
+        keep = body.get("truncate_prompt_tokens")
+        if isinstance(keep, int) and keep > 0:
+            ids = [seq[-keep:] for seq in ids]  # vLLM keeps the last k tokens
+        for seq in ids:
+            if len(seq) > max_model_len:
+                return error_response(
+                    f"This model's maximum context length is {max_model_len} tokens. However, "
+                    f"you requested {len(seq)} tokens in the input for classification. Please "
+                    "reduce the length of the input.",
+                    400,
+                )
+        probs = await batcher.classify(ids) if ids else np.zeros((0, classifier.num_labels))
+        data = [
+            {
+                "index": k,
+                "label": classifier.id2label.get(int(np.argmax(p))),
+                "probs": [float(x) for x in p],
+                "num_classes": len(p),
+            }
+            for k, p in enumerate(probs)
+        ]
+        tokens = sum(len(seq) for seq in ids)
+        return web.json_response(
+            {
+                "id": f"classify-{uuid.uuid4().hex}",
+                "object": "list",
+                "created": int(time.time()),
+                "model": served_name,
+                "data": data,
+                "usage": {
+                    "prompt_tokens": tokens,
+                    "total_tokens": tokens,
+                    "completion_tokens": 0,
+                    "prompt_tokens_details": None,
+                },
+            }
+        )
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def models(_: web.Request) -> web.Response:
+        card = {"id": served_name, "object": "model", "owned_by": "darling-nemo"}
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def start_batcher(app: web.Application) -> Any:
+        task = asyncio.create_task(batcher.run())
+        yield
+        task.cancel()
+
+    app = web.Application(client_max_size=256 * 1024 * 1024)
+    app.router.add_post("/classify", classify)
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.cleanup_ctx.append(start_batcher)
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int) -> None:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # the real port when port was 0
+    print(f"READY http://{host}:{bound}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m darling_nemo.classify_server",
+        description="Serve a sequence-classification checkpoint with vLLM's /classify protocol.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="serve MODEL (same flags as `vllm serve --task classify`)")
+    p.add_argument("model", help="path or hub name of a sequence-classification checkpoint")
+    p.add_argument("--task", default="classify", choices=["classify"])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0: any free port")
+    p.add_argument("--served-model-name", default=None, help="default: the model argument")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--device", default="auto", help="auto: cuda if available, else cpu")
+    p.add_argument("--max-model-len", type=int, default=None, help="default: the model's")
+    p.add_argument("--max-batch-size", type=int, default=32, help="texts per forward pass")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        classifier = SequenceClassifier(args.model, args.device, args.dtype)
+    except ValueError as err:
+        print(f"classify_server: {err}", file=sys.stderr)
+        return 2
+    max_model_len = args.max_model_len or classifier.max_length
+    name = args.served_model_name or args.model
+    app = make_app(classifier, name, max_model_len, args.max_batch_size)
+    print(
+        f"classify_server: {args.model} as {name!r} on {classifier.device}, "
+        f"max_model_len {max_model_len}",
+        flush=True,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(app, args.host, args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

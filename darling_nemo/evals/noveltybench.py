@@ -1,0 +1,348 @@
+"""NoveltyBench (Zhang et al., 2025): how many genuinely different answers, and how good.
+
+Per prompt: n = 10 generations, partitioned NoveltyBench's way (greedy: each response is
+compared with the FIRST member of each existing class only, never with the others), rated 1..10
+by a reward model through NoveltyBench's cut-offs, then
+    distinct = number of classes
+    utility  = sum_i 0.8^i s_i / sum_i 0.8^i, s_i = rating_i if response i opens a new class,
+               else 0 (a repeat is worth nothing to a user who has seen its class)
+    quality  = mean rating of all n generations (repeats included; the quality axis of the
+               quality-vs-diversity plane)
+Summaries are means over prompts. The greedy partition is NOT the training-time union-find
+(`core.partition_groups`): with a non-transitive judge the two can differ, and the benchmark
+is defined by the greedy one.
+
+Files: generations.jsonl (stage 1), scores.jsonl (stage 2), summary.json.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from darling_nemo.core import PairJudge, short_answer_equivalent
+from darling_nemo.evals.generation import Sampler, dtype_kwargs, generate_to_jsonl
+from darling_nemo.evals.math import run_name_of
+from darling_nemo.evals.records import (
+    JsonlWriter,
+    check_resume,
+    latest_by_key,
+    load_prompts,
+    read_jsonl,
+    write_json,
+)
+from darling_nemo.evals.schema import (
+    SKYWORK_GEMMA2_27B_THRESHOLDS,
+    NoveltyBenchConfig,
+    RewardModelConfig,
+)
+from darling_nemo.schema import ConfigError, JudgeConfig
+
+NOVELTYBENCH_CLASSIFIER = "yimingzhang/deberta-v3-large-generation-similarity"
+NOVELTYBENCH_THRESHOLD = 0.102
+
+# ---------------------------------------------------------------------------------------------
+# Partition, ratings, utility (pure)
+# ---------------------------------------------------------------------------------------------
+
+
+def greedy_partition_groups(
+    groups: Sequence[Sequence[str]], judge: PairJudge | None, threshold: float
+) -> list[list[int]]:
+    """NoveltyBench's greedy partition of many groups, class ids in order of first member.
+
+    For each group, in order: the first unassigned response opens a class; every later
+    unassigned response joins it if it is equivalent to that class's FIRST member. A pair is
+    decided by the short-answer rule (both <= 5 words) when it applies, else by
+    judge(pair) > threshold. judge=None: only identical texts are equivalent beyond the rule.
+
+    Batching: one class of each group is opened per round, and all of that round's pairs
+    (opener, candidate) go to the judge in a single call, so a group of n costs at most n
+    rounds and the judge sees large batches. The result equals the sequential procedure,
+    because within a round each decision only depends on the opener and one candidate.
+    """
+    class_ids = [[-1] * len(g) for g in groups]
+    opened = [0] * len(groups)  # classes opened so far, per group
+    while True:
+        wave: list[tuple[int, int, int]] = []  # (group, opener, candidate)
+        for g, responses in enumerate(groups):
+            ids = class_ids[g]
+            opener = next((i for i, c in enumerate(ids) if c < 0), None)
+            if opener is None:
+                continue
+            ids[opener] = opened[g]
+            opened[g] += 1
+            for j in range(opener + 1, len(responses)):
+                if ids[j] >= 0:
+                    continue
+                rule = short_answer_equivalent(responses[opener], responses[j])
+                if rule is None and judge is None:
+                    rule = responses[opener] == responses[j]
+                if rule is None:
+                    wave.append((g, opener, j))
+                elif rule:
+                    ids[j] = ids[opener]
+        if not wave and all(c >= 0 for ids in class_ids for c in ids):
+            return class_ids
+        if wave:
+            assert judge is not None
+            probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in wave]))
+            if len(probs) != len(wave):
+                raise ValueError(f"judge returned {len(probs)} scores for {len(wave)} pairs")
+            for (g, i, j), p in zip(wave, probs, strict=True):
+                if float(p) > threshold:
+                    class_ids[g][j] = class_ids[g][i]
+
+
+def rating_from_reward(reward: float, thresholds: Sequence[float]) -> int:
+    """1..10: one more than the number of cut-offs strictly below the reward (NoveltyBench)."""
+    return bisect.bisect_left(list(thresholds), reward) + 1
+
+
+def novelty_scores(
+    ratings: Sequence[int], class_ids: Sequence[int], patience: float
+) -> dict[str, Any]:
+    """distinct, utility and quality of one prompt's generations (in generation order)."""
+    seen: set[int] = set()
+    generation_scores = []
+    for rating, cls in zip(ratings, class_ids, strict=True):
+        generation_scores.append(rating if cls not in seen else 0)
+        seen.add(cls)
+    weights = patience ** np.arange(len(ratings))
+    return {
+        "distinct": len(seen),
+        "generation_scores": generation_scores,
+        "utility": float(np.dot(weights, generation_scores) / weights.sum()),
+        "quality": float(np.mean(ratings)),
+    }
+
+
+def describe_judge(cfg: JudgeConfig) -> dict[str, Any]:
+    """Which judge partitioned the generations, and whether it is NoveltyBench's own."""
+    model = getattr(cfg, "model", None)
+    if cfg.kind == "embedding" and model is None:
+        model = "all-MiniLM-L6-v2 (shipped)"
+    is_reference = (
+        cfg.kind == "cross_encoder"
+        and model == NOVELTYBENCH_CLASSIFIER
+        and cfg.threshold == NOVELTYBENCH_THRESHOLD
+    )
+    description = cfg.kind + (f" {model}" if model else "") + f" > {cfg.threshold:g}"
+    if cfg.kind == "lexical":
+        description = "lexical rules only (identical or short-answer match)"
+    return {
+        "kind": cfg.kind,
+        "model": model,
+        "threshold": cfg.threshold,
+        "description": description,
+        "is_reference": is_reference,
+        "note": (
+            "NoveltyBench's DeBERTa classifier at 0.102; its pair input is built by the "
+            "cross_encoder judge's template, not NoveltyBench's token-level one (each side "
+            "cut to 128 tokens, segment ids 0/1), so expect small differences"
+            if is_reference
+            else f"stand-in for NoveltyBench's {NOVELTYBENCH_CLASSIFIER} at "
+            f"{NOVELTYBENCH_THRESHOLD}: distinct is not comparable with published numbers"
+        ),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Reward model
+# ---------------------------------------------------------------------------------------------
+
+
+class RewardModel:
+    """A scalar (num_labels=1) sequence-classification reward model over chat transcripts."""
+
+    def __init__(self, cfg: RewardModelConfig) -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.cfg = cfg
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        extra = {"device_map": cfg.device_map} if cfg.device_map else {}
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            cfg.model, num_labels=1, **dtype_kwargs(cfg.dtype), **extra
+        )
+        if self.model.config.pad_token_id is None:
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        if not cfg.device_map:
+            self.model.to("cuda" if torch.cuda.is_available() else "cpu")
+        self.model.eval()
+
+    def score(self, prompts: Sequence[str], responses: Sequence[str]) -> list[float]:
+        import torch
+
+        texts = [
+            self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}, {"role": "assistant", "content": r}],
+                tokenize=False,
+            )
+            for p, r in zip(prompts, responses, strict=True)
+        ]
+        scores: list[float] = []
+        for start in range(0, len(texts), self.cfg.batch_size):
+            batch = self.tokenizer(
+                texts[start : start + self.cfg.batch_size],
+                padding=True,
+                truncation=True,
+                max_length=self.cfg.max_length,
+                add_special_tokens=False,  # the chat template wrote them
+                return_tensors="pt",
+            ).to(self.model.device)
+            with torch.no_grad():
+                scores.extend(self.model(**batch).logits[:, 0].float().tolist())
+        return scores
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+def summarize_noveltybench(
+    scored: Sequence[dict[str, Any]], prompts_total: int, meta: dict[str, Any]
+) -> dict[str, Any]:
+    def stat(key: str) -> tuple[float, float]:
+        values = [r[key] for r in scored]
+        return (float(np.mean(values)), float(np.var(values))) if values else (0.0, 0.0)
+
+    (d, dv), (u, uv), (q, qv) = stat("distinct"), stat("utility"), stat("quality")
+    return {
+        "eval": "noveltybench",
+        **meta,
+        "prompts_done": len(scored),
+        "prompts_total": prompts_total,
+        "complete": len(scored) == prompts_total,
+        "mean_distinct": d,
+        "var_distinct": dv,
+        "mean_utility": u,
+        "var_utility": uv,
+        "mean_quality": q,
+        "var_quality": qv,
+    }
+
+
+def run_noveltybench(
+    cfg: NoveltyBenchConfig,
+    sampler: Sampler | None = None,
+    judge: PairJudge | None = None,
+    reward_model: RewardModel | None = None,
+) -> dict[str, Any] | None:
+    """Stage 1 generates, stage 2 partitions and rates; each resumes from its JSONL.
+
+    Returns the summary, or None after a generate-only stage.
+    """
+    from darling_nemo.judges import make_judge
+
+    out = Path(cfg.output_dir)
+    prompts = load_prompts(cfg.prompts, cfg.prompt_key, cfg.id_key, cfg.max_prompts)
+    gen_path, score_path = out / "generations.jsonl", out / "scores.jsonl"
+
+    # Stage 1: generations.
+    generated = latest_by_key(read_jsonl(gen_path), "id")
+    if cfg.stage in ("all", "generate"):
+        check_resume(
+            out,
+            "noveltybench-generate",
+            {
+                "model": cfg.generator.model,
+                "tokenizer": cfg.generator.tokenizer,
+                "prompt": cfg.prompt.model_dump(),
+                "sampling": cfg.sampling.model_dump(),
+            },
+        )
+        generated = generate_to_jsonl(
+            sampler or cfg.generator,
+            cfg.prompt,
+            cfg.sampling,
+            prompts,
+            gen_path,
+            cfg.generator.chunk_items,
+            "noveltybench generate",
+        )
+        if cfg.stage == "generate":
+            return None
+
+    # Stage 2: partition and rate.
+    missing = [p["id"] for p in prompts if p["id"] not in generated]
+    if missing:
+        raise ConfigError(
+            f"{gen_path}: {len(missing)} prompts have no generations yet (first: {missing[0]}); "
+            "run stage=generate first"
+        )
+    judge_info = describe_judge(cfg.judge)
+    check_resume(
+        out,
+        "noveltybench-score",
+        {
+            "judge": cfg.judge.model_dump(),
+            "reward_model": cfg.reward_model.model_dump(exclude={"batch_size", "device_map"}),
+            "patience": cfg.patience,
+        },
+    )
+    scored = latest_by_key(read_jsonl(score_path), "id")
+    pending = [generated[p["id"]] for p in prompts if p["id"] not in scored]
+    print(f"noveltybench: {len(prompts) - len(pending)} of {len(prompts)} prompts scored")
+    if pending:
+        judge = judge if judge is not None else make_judge(cfg.judge)
+        reward_model = reward_model or RewardModel(cfg.reward_model)
+        with (
+            JsonlWriter(score_path) as writer,
+            tqdm(total=len(pending), desc="noveltybench score", unit="prompt") as progress,
+        ):
+            for start in range(0, len(pending), cfg.chunk_prompts):
+                chunk = pending[start : start + cfg.chunk_prompts]
+                partitions = greedy_partition_groups(
+                    [r["generations"] for r in chunk], judge, cfg.judge.threshold
+                )
+                rewards = reward_model.score(
+                    [r["prompt"] for r in chunk for _ in r["generations"]],
+                    [g for r in chunk for g in r["generations"]],
+                )
+                offset = 0
+                for record, class_ids in zip(chunk, partitions, strict=True):
+                    raw = rewards[offset : offset + len(class_ids)]
+                    offset += len(class_ids)
+                    ratings = [rating_from_reward(x, cfg.reward_model.thresholds) for x in raw]
+                    result = {
+                        "id": record["id"],
+                        "prompt": record["prompt"],
+                        "generations": record["generations"],
+                        "partition": class_ids,
+                        "raw_rewards": raw,
+                        "ratings": ratings,
+                        **novelty_scores(ratings, class_ids, cfg.patience),
+                    }
+                    writer.write(result)
+                    scored[record["id"]] = result
+                progress.update(len(chunk))
+
+    summary = summarize_noveltybench(
+        [scored[p["id"]] for p in prompts if p["id"] in scored],
+        len(prompts),
+        {
+            "run_name": run_name_of(cfg.run_name, cfg.generator.model),
+            "model": cfg.generator.model,
+            "n": cfg.sampling.n,
+            "sampling": cfg.sampling.model_dump(),
+            "prompts_file": cfg.prompts,
+            "judge": judge_info,
+            "reward_model": {
+                "model": cfg.reward_model.model,
+                "noveltybench_thresholds": list(cfg.reward_model.thresholds)
+                == list(SKYWORK_GEMMA2_27B_THRESHOLDS),
+            },
+            "patience": cfg.patience,
+        },
+    )
+    write_json(out / "summary.json", summary)
+    return summary

@@ -1,0 +1,310 @@
+"""Served judge: a client of `vllm serve --task classify` (or `darling_nemo.classify_server`).
+
+Protocol (vLLM 0.10 `POST /classify`): request `{"model": name, "input": [text, ...]}`,
+reply `{"data": [{"index": i, "label": ..., "probs": [...], "num_classes": k}, ...],
+"usage": {...}}`; P(similar) = `probs[-1]`. One judge call (a wave of pairs from every
+group of a step) is cut into requests of `pairs_per_request` texts. Each request goes to
+the least-loaded healthy endpoint (fewest requests in flight, at most `max_concurrency`
+each), so a slow or dead server never holds a fixed share of the work.
+
+Failures: a connection error, timeout, 5xx/404 status or malformed reply takes the endpoint
+out of rotation for `endpoint_cooldown_s` and the request is retried elsewhere after an
+exponential backoff. When every endpoint is resting, the one whose rest ends first is tried
+(so one server that blinked is not locked out). A request that failed `max_attempts` times,
+or passes `deadline_s`, fails the call with a `ServedJudgeError` naming every endpoint and
+the last error; with a `fallback` judge configured, its pairs are judged by the fallback
+instead, and that is logged every time. A 400 reply (e.g. an input longer than the model)
+is a configuration problem that no retry fixes: it fails at once. Never a silent zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from darling_nemo.core import PairJudge
+from darling_nemo.judges.templates import PairFormatter
+from darling_nemo.schema import ServedJudgeConfig
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 8.0
+
+
+class ServedJudgeError(RuntimeError):
+    """The classifier servers could not judge a call's pairs (and no fallback is set)."""
+
+
+class _EndpointFailure(Exception):
+    """The endpoint's fault (down, slow, broken reply): retry on another endpoint."""
+
+
+class _BadRequest(Exception):
+    """The request's fault (HTTP 400): no endpoint will accept it."""
+
+
+@dataclass
+class _Endpoint:
+    url: str
+    model: str | None
+    in_flight: int = 0
+    sent: int = 0
+    failures: int = 0
+    resting_until: float = 0.0  # event-loop time; out of rotation until then
+    last_error: str | None = None
+
+    def describe(self, now: float) -> str:
+        name = f"{self.url} (model {self.model})" if self.model else self.url
+        state = "resting" if self.resting_until > now else "up"
+        last = f"; last error: {self.last_error}" if self.last_error else ""
+        return f"{name}: {state}, {self.failures} failed request(s){last}"
+
+
+def parse_reply(body: str, expected: int) -> list[float]:
+    """P(similar) per input from a /classify reply body; raise _EndpointFailure if malformed."""
+    try:
+        reply = json.loads(body)
+        data = reply["data"]
+        if not isinstance(data, list) or len(data) != expected:
+            got = len(data) if isinstance(data, list) else type(data).__name__
+            raise ValueError(f"expected {expected} results in `data`, got {got}")
+        indices = [item.get("index", k) for k, item in enumerate(data)]
+        if sorted(indices) != list(range(expected)):
+            raise ValueError(f"result indices are not 0..{expected - 1}")
+        probs: list[float] = [0.0] * expected
+        for index, item in zip(indices, data, strict=True):
+            p = item["probs"]
+            if not isinstance(p, list) or len(p) < 2:
+                raise ValueError(f"`probs` of result {index} is not a list of >= 2 numbers")
+            last = float(p[-1])
+            if not (math.isfinite(last) and -1e-6 <= last <= 1 + 1e-6):
+                raise ValueError(f"probs[-1] of result {index} is {last}, not a probability")
+            probs[index] = last
+        return probs
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise _EndpointFailure(f"malformed reply ({err}): {body[:200]!r}") from None
+
+
+class ServedJudge:
+    """PairJudge over classifier servers; owns one background event loop (so it works when
+    called from inside another event loop, and keeps its connections between calls)."""
+
+    def __init__(
+        self,
+        cfg: ServedJudgeConfig,
+        fallback: PairJudge | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.fallback = fallback
+        tokenizer = None
+        if cfg.tokenizer is not None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
+        self.formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
+        self.endpoints = [_Endpoint(e.url, e.model) for e in cfg.endpoints]
+        self.stats = {"requests": 0, "failed_requests": 0, "pairs": 0, "fallback_pairs": 0}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="served-judge", daemon=True
+        )
+        self._thread.start()
+        self._net: dict[str, Any] = {}  # "session", "slot_freed": made on the loop thread
+        self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._thread, self._net)
+
+    # -- public ------------------------------------------------------------------------------
+
+    def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        if not pairs:
+            return []
+        texts = [self.formatter.text(a, b) for a, b in pairs]
+        future = asyncio.run_coroutine_threadsafe(self._classify(texts), self._loop)
+        probs, failed, last_error = future.result()
+        self.stats["pairs"] += len(pairs)
+        if not failed:
+            return probs
+        lost = sum(stop - start for start, stop in failed)
+        summary = self._failure_summary(len(failed), last_error)
+        if self.cfg.fallback is None:
+            raise ServedJudgeError(summary)
+        log.warning(
+            "%s; judging %d of %d pairs with the fallback %r judge",
+            summary,
+            lost,
+            len(pairs),
+            self.cfg.fallback.kind,
+        )
+        self.stats["fallback_pairs"] += lost
+        for start, stop in failed:
+            probs[start:stop] = self._fallback_decisions(pairs[start:stop])
+        return probs
+
+    def close(self) -> None:
+        """Close connections and stop the background loop (also done at garbage collection)."""
+        self._finalizer()
+
+    def __enter__(self) -> ServedJudge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- fallback ----------------------------------------------------------------------------
+
+    def _fallback_decisions(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """The fallback's decisions as 1.0/0.0, so the primary threshold keeps them.
+
+        A fallback's scores live on its own scale (a cosine vs 0.8); the core compares with
+        the primary judge's threshold, which lies in [0, 1), so hard decisions survive it.
+        Lexical fallback: everything the lexical rules left undecided is distinct (0.0).
+        """
+        assert self.cfg.fallback is not None
+        if self.fallback is None:
+            return [0.0] * len(pairs)
+        threshold = self.cfg.fallback.threshold
+        return [1.0 if float(p) > threshold else 0.0 for p in self.fallback(pairs)]
+
+    def _failure_summary(self, failed_requests: int, last_error: str | None) -> str:
+        now = self._loop.time()
+        endpoints = "; ".join(e.describe(now) for e in self.endpoints)
+        return (
+            f"served judge: {failed_requests} request(s) failed after up to "
+            f"{self.cfg.max_attempts} attempt(s) each (deadline {self.cfg.deadline_s:g}s). "
+            f"Endpoints: {endpoints}. Last error: {last_error}"
+        )
+
+    # -- event loop side ---------------------------------------------------------------------
+
+    async def _classify(
+        self, texts: list[str]
+    ) -> tuple[list[float], list[tuple[int, int]], str | None]:
+        """P(similar) per text; failed [start, stop) ranges; the last error seen."""
+        if not self._net:
+            # no connector cap: max_concurrency per endpoint is the only bound
+            self._net["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            self._net["slot_freed"] = asyncio.Condition()
+        deadline = self._loop.time() + self.cfg.deadline_s
+        size = self.cfg.pairs_per_request
+        spans = [(s, min(s + size, len(texts))) for s in range(0, len(texts), size)]
+        tasks = [asyncio.create_task(self._request(texts[a:b], deadline)) for a, b in spans]
+        if self.cfg.fallback is None:  # the first definitive failure fails the call: stop
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in tasks:
+                task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        probs: list[float] = [0.0] * len(texts)
+        failed: list[tuple[int, int]] = []
+        last_error = None
+        for (start, stop), result in zip(spans, results, strict=True):
+            if isinstance(result, _BadRequest):
+                raise ServedJudgeError(
+                    f"served judge: the server rejected a request: {result}. Over-long inputs: "
+                    "set judge.truncation=tokens with judge.tokenizer, or a smaller max_length"
+                )
+            if isinstance(result, asyncio.CancelledError):
+                failed.append((start, stop))
+            elif isinstance(result, BaseException):
+                failed.append((start, stop))
+                last_error = str(result)
+            else:
+                probs[start:stop] = result
+        return probs, failed, last_error
+
+    async def _request(self, texts: list[str], deadline: float) -> list[float]:
+        """One request, retried on other endpoints until it succeeds or gives up."""
+        for attempt in range(1, self.cfg.max_attempts + 1):
+            endpoint = await self._acquire(deadline)
+            try:
+                remaining = deadline - self._loop.time()
+                timeout = min(self.cfg.request_timeout_s, remaining)
+                probs = await self._post(endpoint, texts, timeout)
+                endpoint.last_error = None
+                return probs
+            except _EndpointFailure as err:
+                self.stats["failed_requests"] += 1
+                endpoint.failures += 1
+                endpoint.last_error = str(err)
+                endpoint.resting_until = self._loop.time() + self.cfg.endpoint_cooldown_s
+                log.info("served judge: %s failed (attempt %d): %s", endpoint.url, attempt, err)
+                if attempt == self.cfg.max_attempts:
+                    raise _EndpointFailure(f"{endpoint.url}: {err}") from None
+            finally:
+                endpoint.in_flight -= 1
+                async with self._net["slot_freed"]:
+                    self._net["slot_freed"].notify_all()
+            delay = min(self.cfg.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
+            if self._loop.time() + delay >= deadline:
+                raise _EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _acquire(self, deadline: float) -> _Endpoint:
+        """Reserve a slot on the least-loaded endpoint in rotation (waits for a free slot)."""
+        slot_freed: asyncio.Condition = self._net["slot_freed"]
+        while True:
+            now = self._loop.time()
+            if now >= deadline:
+                raise _EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
+            rotation = [e for e in self.endpoints if e.resting_until <= now]
+            if not rotation:  # everyone rests: try the one whose rest ends first
+                rotation = [min(self.endpoints, key=lambda e: e.resting_until)]
+            free = [e for e in rotation if e.in_flight < self.cfg.max_concurrency]
+            if free:
+                endpoint = min(free, key=lambda e: (e.in_flight, e.sent))
+                endpoint.in_flight += 1
+                endpoint.sent += 1
+                return endpoint
+            async with slot_freed:
+                with contextlib.suppress(TimeoutError):  # the loop re-checks the deadline
+                    await asyncio.wait_for(slot_freed.wait(), timeout=deadline - now)
+
+    async def _post(self, endpoint: _Endpoint, texts: list[str], timeout: float) -> list[float]:
+        session: aiohttp.ClientSession = self._net["session"]
+        payload: dict[str, Any] = {"input": texts}
+        if endpoint.model is not None:
+            payload["model"] = endpoint.model
+        self.stats["requests"] += 1
+        try:
+            async with session.post(
+                f"{endpoint.url}/classify",
+                json=payload,
+                timeout=aiohttp.ClientTimeout(total=max(timeout, 1e-3)),
+            ) as resp:
+                body = await resp.text()
+                status = resp.status
+        except TimeoutError:
+            raise _EndpointFailure(f"no reply within {timeout:.1f}s") from None
+        except aiohttp.ClientError as err:
+            raise _EndpointFailure(f"{type(err).__name__}: {err}") from None
+        if status == 400:
+            raise _BadRequest(f"{endpoint.url}: HTTP 400: {body[:300]}")
+        if status != 200:
+            raise _EndpointFailure(f"HTTP {status}: {body[:200]}")
+        return parse_reply(body, len(texts))
+
+
+def _shutdown(
+    loop: asyncio.AbstractEventLoop, thread: threading.Thread, net: dict[str, Any]
+) -> None:
+    """Close the HTTP session on its loop, then stop the loop thread."""
+    if not loop.is_running():
+        return
+
+    async def close_session() -> None:
+        if "session" in net:
+            await net["session"].close()
+
+    with contextlib.suppress(Exception):  # shutting down anyway
+        asyncio.run_coroutine_threadsafe(close_session(), loop).result(timeout=5)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)

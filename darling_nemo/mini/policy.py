@@ -1,0 +1,69 @@
+"""Tiny policies built from a config: word- and character-level tokenizers and a small Llama.
+
+Nothing here downloads anything: the tokenizer is made from a vocabulary list and the model
+from `LlamaConfig`, and both are saved with `save_pretrained` so every later stage (TRL,
+evaluation, resume) loads them through the ordinary `from_pretrained` path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
+SPECIAL_TOKENS = (PAD, EOS, UNK)
+PRINTABLE_CHARS = (*(chr(c) for c in range(32, 127)), "\n")
+
+
+def word_tokenizer(words: Sequence[str]) -> PreTrainedTokenizerFast:
+    """One token per whitespace-separated word of `words`; decoding joins tokens with spaces.
+
+    Used by the digit task: completions decode to "3 4 0 5 1 2", so each digit is a word,
+    and answers of more than 5 digits are past the core's short-answer rule (the judge
+    decides them).
+    """
+    vocab = {token: i for i, token in enumerate((*SPECIAL_TOKENS, *words))}
+    if len(vocab) != len(SPECIAL_TOKENS) + len(words):
+        raise ValueError("word_tokenizer: duplicate words in the vocabulary")
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, eos_token=EOS, unk_token=UNK)
+
+
+def char_tokenizer(chars: Sequence[str] = PRINTABLE_CHARS) -> PreTrainedTokenizerFast:
+    """One token per character (printable ASCII and newline by default); decoding fuses them.
+
+    For smoke runs of text tasks with a tiny random policy: other characters become <unk>.
+    """
+    vocab = {token: i for i, token in enumerate((*SPECIAL_TOKENS, *chars))}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, eos_token=EOS, unk_token=UNK)
+
+
+def tiny_llama(
+    tokenizer: PreTrainedTokenizerFast,
+    hidden_size: int,
+    num_layers: int,
+    num_heads: int,
+    intermediate_size: int,
+    max_positions: int,
+) -> LlamaForCausalLM:
+    """A randomly initialised Llama sized by the arguments, over `tokenizer`'s vocabulary."""
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_positions,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config)

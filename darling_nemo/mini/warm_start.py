@@ -1,0 +1,61 @@
+"""Warm start: a short supervised phase so the tiny policy begins unsure but capable.
+
+The policy is trained on correct answers of every target (training and held-out targets
+alike: this plays the role of pretraining) and stopped early, so it has learned the format
+and roughly how sums work but is right only part of the time. The answers can be drawn
+with Zipf weights over each target's multisets (`DigitSum.sample_answer`), giving the
+policy favourite answers and a tail, like a pretrained model's habits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+from darling_nemo.mini.task import DigitSum, prompt_text
+
+
+def warm_start(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    task: DigitSum,
+    targets: Sequence[int],
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    zipf_exponent: float,
+    seed: int,
+    progress: bool = True,
+) -> list[float]:
+    """Supervised next-token training on (prompt, correct answer, EOS); returns the losses.
+
+    The loss is on the answer digits and the EOS only (the prompt token is given).
+    """
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    prompt_ids = {t: tokenizer(prompt_text(t))["input_ids"] for t in targets}
+    if any(len(ids) != 1 for ids in prompt_ids.values()):
+        raise ValueError("warm_start: every prompt must be one token (S<target> in the vocabulary)")
+    digit_id = {int(d): tokenizer.convert_tokens_to_ids(d) for d in task.digits}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    model.train()
+    losses = []
+    for _ in tqdm(range(steps), desc="warm start", disable=not progress):
+        rows = []
+        for t in rng.choice(np.asarray(targets), size=batch_size):
+            answer = task.sample_answer(int(t), zipf_exponent, seed, rng)
+            rows.append([prompt_ids[int(t)][0], *(digit_id[d] for d in answer), tokenizer.eos_token_id])
+        input_ids = torch.tensor(rows)
+        labels = input_ids.clone()
+        labels[:, 0] = -100  # the prompt is given, not predicted
+        loss = model(input_ids=input_ids, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses

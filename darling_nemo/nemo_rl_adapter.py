@@ -1,0 +1,509 @@
+"""DARLING inside NeMo-RL v0.4.0's synchronous GRPO, without forking NeMo-RL.
+
+The only module of darling-nemo that imports `nemo_rl` (always lazily, inside functions, so
+the rest of this module, the transform included, runs and is tested without it).
+
+Where DARLING goes in. `grpo_train` (nemo_rl/algorithms/grpo.py, v0.4.0) does, every step:
+
+    rollout (run_multi_turn_rollout, or run_async_multi_turn_rollout with vLLM async_engine)
+    repeated_batch = scale_rewards(repeated_batch, grpo.reward_scaling)   <- hooked here
+    [apply_reward_shaping]   baseline, std = calculate_baseline_and_std_per_prompt(...)
+    advantages = total_reward - baseline   [/ std when grpo.normalize_rewards]
+
+`darling_rewards()` replaces the module attribute `nemo_rl.algorithms.grpo.scale_rewards`,
+which grpo_train looks up at call time, by a function that runs the original and then
+rewrites `total_reward` with the DARLING reward (quality x diversity). It is called once per
+generation batch in both rollout modes and never during validation, so validation accuracy
+stays the plain environment reward. NeMo-RL then subtracts its own group-mean baseline:
+with grpo.normalize_rewards=false and use_leave_one_out_baseline=false (checked by
+`schema.validate_nemo_rl_config`) the trained advantage is DARLING's.
+`async_grpo_train` never calls scale_rewards, so async GRPO is refused at validation.
+
+Groups. Like NeMo-RL's baseline, rows are grouped by identical prompt token ids (the
+messages before the first assistant message). `idx` is not used: the async-engine rollout
+overwrites it with the row position.
+
+Metrics reach NeMo-RL's logger (wandb / tensorboard / mlflow) through `DarlingLogger`, which
+wraps the Logger that `setup()` returns and writes the pending `darling/*` scalars at the
+step grpo_train logs its `train/*` metrics.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from darling_nemo.core import DarlingBatch, PairJudge, darling_batch, group_indices
+from darling_nemo.judges import make_judge
+from darling_nemo.schema import ConfigError, DarlingConfig, validate_nemo_rl_config
+
+NEMO_RL_VERSION = "0.4.0"
+QUALITY_KEY = "darling_quality"  # the environment reward, kept next to the DARLING reward
+DIVERSITY_KEY = "darling_diversity"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading NeMo-RL's rollout batch
+# ---------------------------------------------------------------------------------------------
+
+
+def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[int, ...], str]:
+    """(prompt token ids, response text) of one sample of a rollout batch.
+
+    The prompt is every message before the first assistant message (what the dataloader
+    produced); the response is the assistant messages' content joined without separator,
+    as NeMo-RL's MathEnvironment reads it. Environment observations are not response text.
+    """
+    first = next(
+        (k for k, m in enumerate(message_log) if m["role"] == "assistant"), len(message_log)
+    )
+    prompt = message_log[:first]
+    ids = torch.cat([torch.as_tensor(m["token_ids"]).reshape(-1) for m in prompt]) if prompt else []
+    response = "".join(str(m["content"]) for m in message_log[first:] if m["role"] == "assistant")
+    return tuple(int(t) for t in ids), response
+
+
+# ---------------------------------------------------------------------------------------------
+# The transform
+# ---------------------------------------------------------------------------------------------
+
+
+class TimedJudge:
+    """A PairJudge that counts its calls, pairs, seconds and raised errors.
+
+    A judge's own numeric `stats` (ServedJudge: requests, failed_requests, pairs,
+    fallback_pairs) are read too and logged as judge_<name> per step.
+    """
+
+    def __init__(self, judge: PairJudge) -> None:
+        self.judge = judge
+        self.calls = self.pairs = self.errors = 0
+        self.seconds = 0.0
+
+    def __call__(self, pairs: Sequence[tuple[str, str]]) -> Sequence[float]:
+        start = time.perf_counter()
+        self.calls += 1
+        self.pairs += len(pairs)
+        try:
+            return self.judge(pairs)
+        except Exception:
+            self.errors += 1
+            raise
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+class DarlingRewardTransform:
+    """Rewrites a rollout batch's `total_reward` in place and accumulates step metrics.
+
+    `apply` may run several times per training step (dynamic sampling draws more batches);
+    `pop_metrics` summarises everything since the last call.
+    """
+
+    def __init__(self, darling: DarlingConfig, judge: PairJudge | None) -> None:
+        self.darling = darling
+        self.settings = darling.settings()
+        self.judge = TimedJudge(judge) if judge is not None else None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._quality: list[np.ndarray] = []
+        self._diversity: list[np.ndarray] = []
+        self._reward: list[np.ndarray] = []
+        self._advantage: list[np.ndarray] = []
+        self._num_classes: list[int] = []
+        self._distinct_correct: list[int] = []
+        self._group_sizes: list[int] = []
+        self._pairs_judged = self._pairs_total = 0
+        self._seconds = 0.0
+        self._judge_before = self._judge_snapshot()
+
+    def _judge_snapshot(self) -> tuple[int, int, float, dict[str, float]]:
+        if self.judge is None:
+            return (0, 0, 0.0, {})
+        stats = getattr(self.judge.judge, "stats", None)
+        own = {k: float(v) for k, v in stats.items()} if isinstance(stats, dict) else {}
+        return (self.judge.calls, self.judge.errors, self.judge.seconds, own)
+
+    def apply(self, batch: Any) -> DarlingBatch:
+        """batch: NeMo-RL's BatchedDataDict (or any mapping) after rewards are computed.
+
+        Reads `message_log` (list of message dicts with role, content, token_ids) and
+        `total_reward` (float tensor [B]); writes `total_reward` (DARLING reward, same dtype),
+        `darling_quality` (the reward it read) and `darling_diversity` (tensors [B]).
+        Returns the core's result (per-row rewards and DARLING advantages, for tests/logs).
+        """
+        start = time.perf_counter()
+        rewards = batch["total_reward"]
+        if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
+            raise ValueError("repeated_batch['total_reward'] must be a 1-D tensor")
+        logs = batch["message_log"]
+        if len(logs) != rewards.numel():
+            raise ValueError(f"{len(logs)} message logs but {rewards.numel()} rewards")
+        prompts, responses = zip(*(prompt_and_response(log) for log in logs), strict=True)
+        quality = rewards.detach().to(torch.float64).cpu().numpy()
+        result = darling_batch(list(responses), quality, list(prompts), self.judge, self.settings)
+
+        batch[QUALITY_KEY] = rewards.detach().clone()
+        batch[DIVERSITY_KEY] = torch.as_tensor(result.diversity, dtype=rewards.dtype)
+        batch["total_reward"] = torch.as_tensor(result.reward, dtype=rewards.dtype).to(
+            rewards.device
+        )
+
+        self._quality.append(result.quality)
+        self._diversity.append(result.diversity)
+        self._reward.append(result.reward)
+        self._advantage.append(result.advantage)
+        self._num_classes.extend(result.num_classes)
+        for rows in group_indices(prompts):
+            correct = rows[result.quality[rows] > 0]
+            ids = result.class_ids[correct]  # -1 (no classes) with diversity: ngram
+            self._distinct_correct.append(len(set(ids.tolist())) if (ids >= 0).all() else ids.size)
+        self._group_sizes.extend(result.group_sizes)
+        self._pairs_judged += result.pairs_judged
+        self._pairs_total += result.pairs_total
+        self._seconds += time.perf_counter() - start
+        return result
+
+    def pop_metrics(self) -> dict[str, float]:
+        """Scalars since the last call (empty if apply never ran), then reset.
+
+        Names shared with the TRL engine (trl_engine.darling_metrics): quality_mean,
+        correct_fraction (quality > 0), diversity_mean, reward_mean, advantage_abs_mean
+        (DARLING's advantage, the one NeMo-RL trains on when the config is consistent),
+        classes_per_group (mean), distinct_correct_per_group, pairs_judged_fraction. Also:
+        classes_per_group_hist/<k> (share of groups with k classes), collapsed_group_share
+        (groups of >= 2 responses forming one class), num_groups, pairs_judged, pairs_total,
+        judge_calls, judge_seconds, judge_errors, transform_seconds (the whole hook).
+        """
+        if not self._quality:
+            return {}
+        quality = np.concatenate(self._quality)
+        out = {
+            "quality_mean": float(quality.mean()),
+            "correct_fraction": float((quality > 0).mean()),
+            "diversity_mean": float(np.concatenate(self._diversity).mean()),
+            "reward_mean": float(np.concatenate(self._reward).mean()),
+            "advantage_abs_mean": float(np.abs(np.concatenate(self._advantage)).mean()),
+            "distinct_correct_per_group": float(np.mean(self._distinct_correct)),
+            "num_groups": float(len(self._group_sizes)),
+            "pairs_judged": float(self._pairs_judged),
+            "pairs_total": float(self._pairs_total),
+            "pairs_judged_fraction": self._pairs_judged / self._pairs_total
+            if self._pairs_total
+            else 0.0,
+            "transform_seconds": self._seconds,
+        }
+        if self.settings.diversity == "semantic":
+            classes = np.asarray(self._num_classes)
+            sizes = np.asarray(self._group_sizes)
+            out["classes_per_group"] = float(classes.mean())
+            for k in range(1, int(sizes.max()) + 1):
+                out[f"classes_per_group_hist/{k}"] = float((classes == k).mean())
+            multi = sizes >= 2
+            out["collapsed_group_share"] = (
+                float((classes[multi] == 1).mean()) if multi.any() else 0.0
+            )
+        calls, errors, seconds, own = self._judge_snapshot()
+        out["judge_calls"] = float(calls - self._judge_before[0])
+        out["judge_errors"] = float(errors - self._judge_before[1])
+        out["judge_seconds"] = seconds - self._judge_before[2]
+        for key, value in own.items():
+            out[f"judge_{key}"] = value - self._judge_before[3].get(key, 0.0)
+        self._reset()
+        return out
+
+
+class DarlingLogger:
+    """NeMo-RL's Logger, plus the DARLING scalars written at each `train` log call.
+
+    grpo_train logs `metrics` with prefix "train" once per step; right before that, the
+    transform's pending metrics go to the same backends under `darling/` at the same step.
+    Everything else is delegated unchanged.
+    """
+
+    def __init__(self, logger: Any, transform: DarlingRewardTransform) -> None:
+        self._logger = logger
+        self._transform = transform
+
+    def log_metrics(
+        self,
+        metrics: dict[str, Any],
+        step: int,
+        prefix: str | None = "",
+        step_metric: str | None = None,
+    ) -> None:
+        if prefix == "train":
+            darling = self._transform.pop_metrics()
+            if darling:
+                self._logger.log_metrics(darling, step, prefix="darling")
+                print(
+                    "  • DARLING: "
+                    + ", ".join(
+                        f"{k}={darling[k]:.4g}"
+                        for k in ("quality_mean", "diversity_mean", "classes_per_group")
+                        if k in darling
+                    ),
+                    flush=True,
+                )
+        self._logger.log_metrics(metrics, step, prefix, step_metric)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The hook
+# ---------------------------------------------------------------------------------------------
+
+
+def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf/...") -> None:
+    """Fail early, saying how to run `command`, when NeMo-RL is not importable; warn on other
+    versions."""
+    try:
+        import nemo_rl
+    except ImportError as err:
+        local = sorted(str(p.relative_to(REPO_ROOT)) for p in REPO_ROOT.glob("conf/local/*.yaml"))
+        raise SystemExit(
+            f"engine: nemo_rl needs NeMo-RL v{NEMO_RL_VERSION}, which is not importable here "
+            f"({err}).\nRun it in the darling-nemo container (containers/build.sh, on "
+            f"nvcr.io/nvidia/nemo-rl:v{NEMO_RL_VERSION}), from the repository root:\n"
+            "  docker run --gpus all --ipc=host -v $PWD:/opt/darling-nemo darling-nemo:<tag> "
+            f"{command}\n"
+            "  srun --container-image=<darling-nemo.sqsh> --container-mounts=$PWD:/opt/darling-nemo "
+            f"--container-workdir=/opt/darling-nemo {command}\n"
+            "  (multi-node: sbatch slurm/*.sub; README 'NeMo-RL recipes'),\n"
+            "or, on a machine without NeMo-RL, a single-machine config (engine: trl): "
+            + (", ".join(local) if local else "conf/local/*.yaml")
+        ) from None
+    if nemo_rl.__version__ != NEMO_RL_VERSION:
+        print(
+            f"WARNING: darling-nemo targets NeMo-RL v{NEMO_RL_VERSION}; found "
+            f"v{nemo_rl.__version__}. The reward hook relies on grpo_train calling "
+            "nemo_rl.algorithms.grpo.scale_rewards after every rollout.",
+            flush=True,
+        )
+
+
+@contextmanager
+def darling_rewards(master_config: dict[str, Any]) -> Iterator[DarlingRewardTransform]:
+    """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
+
+    Validates the darling: section and its consistency with grpo:/loss_fn: first (raises
+    ConfigError listing every problem). Yields the transform (for `DarlingLogger`).
+    """
+    from nemo_rl.algorithms import grpo
+
+    darling = validate_nemo_rl_config(master_config)
+    original = grpo.scale_rewards
+    if getattr(original, "_darling_wrapped", False):
+        raise RuntimeError("the DARLING reward hook is already installed")
+    transform = DarlingRewardTransform(darling, make_judge(darling.judge))
+
+    def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
+        repeated_batch = original(repeated_batch, reward_scaling_cfg)
+        transform.apply(repeated_batch)
+        return repeated_batch
+
+    scale_rewards_then_darling._darling_wrapped = True  # type: ignore[attr-defined]
+    grpo.scale_rewards = scale_rewards_then_darling
+    try:
+        yield transform
+    finally:
+        grpo.scale_rewards = original
+        close = getattr(transform.judge.judge if transform.judge else None, "close", None)
+        if callable(close):
+            close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Data: prompts + quality environments, as NeMo-RL v0.4.0's examples build them
+# ---------------------------------------------------------------------------------------------
+
+
+def chat_prompt_processor(
+    datum_dict: dict[str, Any],
+    task_data_spec: Any,
+    tokenizer: Any,
+    max_seq_length: int | None,
+    idx: int,
+) -> dict[str, Any]:
+    """A NeMo-RL task data processor for chat prompts scored by a reward model.
+
+    Like NeMo-RL's math_hf_data_processor (the user turn rendered with the policy's chat
+    template and a generation prompt), except that the message `content` keeps the raw
+    prompt: the reward-model environment applies its own chat template to `content`, and
+    would otherwise score a doubly templated conversation. Too-long prompts are cut to a few
+    tokens with loss_multiplier 0, as NeMo-RL does.
+    """
+    prompt = datum_dict["messages"][0]["content"]
+    if task_data_spec.prompt:
+        prompt = task_data_spec.prompt.format(prompt)
+    messages = []
+    if task_data_spec.system_prompt:
+        messages.append({"role": "system", "content": task_data_spec.system_prompt})
+    messages.append({"role": "user", "content": prompt})
+    text = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, add_special_tokens=False
+    )
+    token_ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
+    loss_multiplier = 1.0
+    length = len(token_ids)
+    if max_seq_length is not None and length > max_seq_length:
+        token_ids = token_ids[: min(4, max_seq_length)]
+        loss_multiplier = 0.0
+    # One message carries the whole rendered prompt (system turn included), so the token ids
+    # match what generation sees; the reward model gets the raw user prompt.
+    user = {"role": "user", "content": prompt, "token_ids": token_ids}
+    return {
+        "message_log": [user],
+        "length": length,
+        "extra_env_info": {},
+        "loss_multiplier": loss_multiplier,
+        "idx": idx,
+        "task_name": datum_dict["task_name"],
+    }
+
+
+def _check_data_paths(cfg: dict[str, Any]) -> None:
+    data = cfg["data"]
+    problems = []
+    for key in ("prompt_file", "system_prompt_file", "train_data_path", "val_data_path"):
+        value = data.get(key)
+        is_file = isinstance(value, str) and Path(value).suffix in {".txt", ".json", ".jsonl"}
+        if is_file and not Path(value).exists():
+            problems.append(f"  data.{key}: file not found: {value} (cwd {os.getcwd()})")
+    if problems:
+        raise ConfigError(
+            "invalid config:\n" + "\n".join(problems) + "\n  (prepare data with "
+            "darling-prep-math / darling-prep-wildchat; paths are relative to the cwd)"
+        )
+
+
+def setup_data(
+    tokenizer: Any, cfg: dict[str, Any], task: str
+) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+    """(train dataset, val dataset or None, task_to_env, val_task_to_env) for task "math" or
+    "wildchat", mirroring NeMo-RL's examples/run_grpo_math.py and run_grpo_rm.py.
+
+    math: NeMo-RL's MathEnvironment (math-verify, reward 1/0) as quality.
+    wildchat: NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its own GPUs,
+    env.reward_model) as quality.
+    """
+    from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
+    from nemo_rl.data.interfaces import TaskDataSpec
+    from nemo_rl.data.processors import math_hf_data_processor
+    from nemo_rl.distributed.ray_actor_environment_registry import get_actor_python_env
+
+    _check_data_paths(cfg)
+    data_cfg = cfg["data"]
+    spec = TaskDataSpec(
+        task_name=task,
+        prompt_file=data_cfg["prompt_file"],
+        system_prompt_file=data_cfg["system_prompt_file"],
+    )
+    if task == "math":
+        from nemo_rl.environments.math_environment import MathEnvironment
+
+        env_class, env_cfg, processor = MathEnvironment, cfg["env"]["math"], math_hf_data_processor
+        env_name = "nemo_rl.environments.math_environment.MathEnvironment"
+    elif task == "wildchat":
+        from nemo_rl.environments.reward_model_environment import RewardModelEnvironment
+
+        env_class, env_cfg = RewardModelEnvironment, cfg["env"]["reward_model"]
+        processor = chat_prompt_processor
+        env_name = "nemo_rl.environments.reward_model_environment.RewardModelEnvironment"
+    else:
+        raise ValueError(f"unknown task {task!r}: use 'math' or 'wildchat'")
+
+    data = load_response_dataset(data_cfg, cfg["grpo"]["seed"])
+    processors = {task: (spec, processor)}
+    env = env_class.options(
+        runtime_env={"py_executable": get_actor_python_env(env_name), "env_vars": dict(os.environ)}
+    ).remote(env_cfg)
+    max_len = data_cfg["max_input_seq_length"]
+    dataset = AllTaskProcessedDataset(
+        data.formatted_ds["train"], tokenizer, spec, processors, max_seq_length=max_len
+    )
+    val_dataset = None
+    if data.formatted_ds["validation"]:
+        val_dataset = AllTaskProcessedDataset(
+            data.formatted_ds["validation"], tokenizer, spec, processors, max_seq_length=max_len
+        )
+    task_to_env = {task: env}
+    return dataset, val_dataset, task_to_env, task_to_env
+
+
+# ---------------------------------------------------------------------------------------------
+# Run
+# ---------------------------------------------------------------------------------------------
+
+
+def start(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Validate, number the log dir, attach to / start Ray, load the tokenizer.
+
+    Returns (cfg with NeMo-RL's generation config filled in, tokenizer).
+    """
+    from nemo_rl.algorithms.utils import get_tokenizer
+    from nemo_rl.distributed.virtual_cluster import init_ray
+    from nemo_rl.models.generation import configure_generation_config
+    from nemo_rl.utils.logger import get_next_experiment_dir
+
+    validate_nemo_rl_config(cfg)
+    _check_data_paths(cfg)
+    cfg["logger"]["log_dir"] = get_next_experiment_dir(cfg["logger"]["log_dir"])
+    print(f"Logging to {cfg['logger']['log_dir']}", flush=True)
+    init_ray()
+    tokenizer = get_tokenizer(cfg["policy"]["tokenizer"])
+    cfg["policy"]["generation"] = configure_generation_config(
+        cfg["policy"]["generation"], tokenizer
+    )
+    return cfg, tokenizer
+
+
+def train(
+    cfg: dict[str, Any],
+    tokenizer: Any,
+    data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
+) -> None:
+    """NeMo-RL's own setup() and grpo_train(), with the DARLING reward and metrics hooked in."""
+    from nemo_rl.algorithms.grpo import grpo_train, setup
+
+    dataset, val_dataset, task_to_env, val_task_to_env = data
+    (
+        policy,
+        policy_generation,
+        _clusters,
+        dataloader,
+        val_dataloader,
+        loss_fn,
+        logger,
+        checkpointer,
+        grpo_state,
+        master_config,
+    ) = setup(cfg, tokenizer, dataset, val_dataset)
+    with darling_rewards(master_config) as transform:
+        grpo_train(
+            policy,
+            policy_generation,
+            dataloader,
+            val_dataloader,
+            tokenizer,
+            loss_fn,
+            task_to_env,
+            val_task_to_env,
+            DarlingLogger(logger, transform),
+            checkpointer,
+            grpo_state,
+            master_config,
+        )
+    for env in task_to_env.values():
+        env.shutdown.remote()

@@ -1,0 +1,189 @@
+"""`darling-serve-classifiers`: start the pair-classifier servers of a GPU node.
+
+    darling-serve-classifiers model=/ckpt/similarity-classifier gpus=[0,1,2,3] --dry-run
+    darling-serve-classifiers --config conf/classifier/serve_8gpu.yaml log_dir=logs/clf
+    # a machine without vLLM (same protocol, CPU):
+    darling-serve-classifiers model=/tmp/darling-clf gpus=[0] \
+        'executable=python -m darling_nemo.classify_server' host=127.0.0.1
+
+Runs `EXECUTABLE serve MODEL --task classify --port P --served-model-name NAME` once per
+GPU with CUDA_VISIBLE_DEVICES set, waits until every server answers /health, prints the
+endpoint list in the form `darling.judge.endpoints` takes (and writes it to
+`endpoints_file`), then stays in the foreground: if one server dies the others are stopped
+and the command fails; SIGTERM/SIGINT stop them all. Settings: `ClassifierServersConfig`
+in darling_nemo/schema.py, from `--config` and `key=value` overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from darling_nemo.config import apply_overrides, load_config
+from darling_nemo.schema import ClassifierServersConfig, ConfigError, format_validation_error
+
+STOP_GRACE_S = 15.0
+
+
+def server_commands(cfg: ClassifierServersConfig) -> list[tuple[dict[str, str], list[str]]]:
+    """(extra environment, argv) of every server."""
+    commands = []
+    for k, gpu in enumerate(cfg.gpus):
+        argv = [
+            *shlex.split(cfg.executable),
+            "serve",
+            cfg.model,
+            "--task",
+            "classify",
+            "--dtype",
+            cfg.dtype,
+            "--host",
+            cfg.host,
+            "--port",
+            str(cfg.base_port + k),
+            "--served-model-name",
+            f"{cfg.served_model_name_prefix}{k}",
+            *cfg.extra_args,
+        ]
+        commands.append(({"CUDA_VISIBLE_DEVICES": str(gpu)}, argv))
+    return commands
+
+
+def endpoints(cfg: ClassifierServersConfig) -> list[dict[str, str]]:
+    host = cfg.advertise_host or socket.gethostname()
+    return [
+        {"url": f"http://{host}:{cfg.base_port + k}", "model": f"{cfg.served_model_name_prefix}{k}"}
+        for k in range(len(cfg.gpus))
+    ]
+
+
+def endpoints_yaml(cfg: ClassifierServersConfig) -> str:
+    """The endpoint list as YAML (for `darling.judge.endpoints`) and as one override."""
+    items = [f"{{url: {e['url']}, model: {e['model']}}}" for e in endpoints(cfg)]
+    lines = ["endpoints:", *(f"  - {item}" for item in items)]
+    lines.append(f"# override: darling.judge.endpoints=[{', '.join(items)}]")
+    return "\n".join(lines) + "\n"
+
+
+def wait_ready(
+    cfg: ClassifierServersConfig, procs: list[subprocess.Popen], deadline: float
+) -> None:
+    """Poll every server's /health until all answer; raise if one exits or time runs out."""
+    local = "127.0.0.1" if cfg.host in ("0.0.0.0", "::") else cfg.host
+    waiting = {k: f"http://{local}:{cfg.base_port + k}/health" for k in range(len(procs))}
+    while waiting:
+        for k, url in list(waiting.items()):
+            if procs[k].poll() is not None:
+                raise RuntimeError(
+                    f"server {k} (GPU {cfg.gpus[k]}) exited with {procs[k].returncode}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        del waiting[k]
+            except (urllib.error.URLError, OSError):
+                pass
+        if waiting and time.monotonic() > deadline:
+            raise RuntimeError(
+                f"servers {sorted(waiting)} not ready after {cfg.ready_timeout_s:g}s"
+            )
+        time.sleep(0.5)
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every server still running, then SIGKILL what is left after a grace period."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    end = time.monotonic() + STOP_GRACE_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(end - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def load_servers_config(path: str | None, overrides: Sequence[str]) -> ClassifierServersConfig:
+    raw = load_config(path) if path else {}
+    raw = apply_overrides(ClassifierServersConfig().model_dump(mode="json") | raw, overrides)
+    try:
+        return ClassifierServersConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="darling-serve-classifiers", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    parser.add_argument("--config", help="YAML file of ClassifierServersConfig keys")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_servers_config(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"darling-serve-classifiers: {err}", file=sys.stderr)
+        return 2
+
+    commands = server_commands(cfg)
+    if args.dry_run:
+        for env, command in commands:
+            prefix = " ".join(f"{k}={v}" for k, v in env.items())
+            print(f"{prefix} {shlex.join(command)}")
+        print(endpoints_yaml(cfg), end="")
+        return 0
+
+    procs: list[subprocess.Popen] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for k, (env, command) in enumerate(commands):
+            out = None
+            if cfg.log_dir:
+                Path(cfg.log_dir).mkdir(parents=True, exist_ok=True)
+                out = open(Path(cfg.log_dir) / f"classifier_{k}.log", "ab")  # noqa: SIM115
+            procs.append(
+                subprocess.Popen(
+                    command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+                )
+            )
+        wait_ready(cfg, procs, time.monotonic() + cfg.ready_timeout_s)
+        text = endpoints_yaml(cfg)
+        if cfg.endpoints_file:
+            Path(cfg.endpoints_file).write_text(text)
+        print(
+            f"darling-serve-classifiers: {len(procs)} server(s) ready\n{text}", end="", flush=True
+        )
+        while True:
+            for k, p in enumerate(procs):
+                if p.poll() is not None:
+                    raise RuntimeError(f"server {k} (GPU {cfg.gpus[k]}) exited with {p.returncode}")
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        return 0
+    except (RuntimeError, OSError) as err:
+        print(f"darling-serve-classifiers: {err}", file=sys.stderr)
+        return 1
+    finally:
+        stop(procs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

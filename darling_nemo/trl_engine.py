@@ -1,0 +1,680 @@
+"""The single-node engine: DARLING on TRL's GRPOTrainer (one process: a laptop, one GPU).
+
+How DARLING enters TRL. TRL sums its reward functions (with `reward_weights`) and turns
+the sum into advantages itself: A = r - mean_group(r), divided by the group std unless
+`scale_rewards="none"`. `DarlingReward` is the one reward function TRL sees. It calls the
+user's quality reward function(s) the way TRL would (same keyword arguments, weighted sum,
+None skipped), groups the batch by prompt, runs `core.darling_batch` and returns the
+core's ADVANTAGE. Each group's advantages already have mean 0 (under either baseline, with
+or without std normalisation), so with `scale_rewards="none"` TRL's own baseline
+subtraction leaves them unchanged: the advantage the policy sees is exactly the core's,
+for every `darling:` setting, and the DARLING math lives only in core.py. (Handing TRL the
+fused reward q * Norm(d) instead gives the same result only for the default mean baseline
+without std normalisation.) Consequently TRL's own `reward` log column is ~0; the real
+quantities are logged as `darling/*` (see `darling_metrics`).
+
+Loss: `loss_type: bnpo` averages the per-token loss over all tokens of a micro-batch and
+divides by the gradient-accumulation steps, which is verl's "token-mean" as the reference
+runs it; `dapo` normalises by the tokens of the whole rollout batch (identical when one
+micro-batch is the whole batch). TRL's "grpo" (mean per sequence, then over sequences)
+and "dr_grpo" are not token-mean and are refused.
+
+    from darling_nemo.trl_engine import run
+    metrics = run(load_config("conf/local/math_trl.yaml"))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from darling_nemo.config import save_config
+from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
+from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
+from darling_nemo.mini.evaluate import QualityFn, evaluate
+from darling_nemo.schema import (
+    ChatTaskConfig,
+    DarlingConfig,
+    DigitSumTaskConfig,
+    LengthStandInQualityConfig,
+    MathTaskConfig,
+    RewardModelQualityConfig,
+    TrlRunConfig,
+    validate_section,
+)
+
+TOKEN_LEVEL_LOSSES = ("bnpo", "dapo")
+
+
+# ---------------------------------------------------------------------------------------------
+# The adapter: quality reward functions -> DARLING advantages, as one TRL reward function
+# ---------------------------------------------------------------------------------------------
+
+
+def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
+    """The text of a TRL completion: a string, or a conversational list of messages."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(str(message.get("content", "")) for message in completion)
+
+
+def darling_metrics(batch: DarlingBatch) -> dict[str, float]:
+    """Scalar metrics of one DARLING batch, logged under `darling/` by both engines' loggers.
+
+    distinct_correct_per_group counts the classes among each group's responses with quality
+    > 0 (with `diversity: ngram` there are no classes and it counts correct responses).
+    """
+    correct = batch.quality > 0
+    distinct_correct = []
+    start = 0
+    for size in batch.group_sizes:
+        rows = slice(start, start + size)
+        start += size
+        ids = batch.class_ids[rows][correct[rows]]
+        distinct_correct.append(len(set(ids.tolist())) if (ids >= 0).all() else int(ids.size))
+    return {
+        "darling/quality_mean": float(batch.quality.mean()),
+        "darling/correct_fraction": float(correct.mean()),
+        "darling/diversity_mean": float(batch.diversity.mean()),
+        "darling/reward_mean": float(batch.reward.mean()),
+        "darling/advantage_abs_mean": float(np.abs(batch.advantage).mean()),
+        "darling/classes_per_group": float(np.mean(batch.num_classes)),
+        "darling/distinct_correct_per_group": float(np.mean(distinct_correct)),
+        "darling/pairs_judged_fraction": batch.pairs_judged / batch.pairs_total
+        if batch.pairs_total
+        else 0.0,
+    }
+
+
+class DarlingReward:
+    """A TRL reward function `(prompts, completions, **kwargs) -> list[float]` for DARLING.
+
+    quality_funcs: TRL reward functions measuring quality alone (e.g. a verifier); they
+    receive every keyword argument TRL passes (dataset columns, completion_ids, ...).
+    weights: like TRL's `reward_weights`; quality = sum_k w_k * q_k over the functions that
+    did not return None. group_size: TRL's `num_generations`. judge: the pair judge; by
+    default the one `darling.judge` configures.
+
+    Rows come from TRL as `group_size` consecutive completions of one prompt; the adapter
+    checks that every block has one prompt and uses the block index as the group id (so two
+    groups of the same prompt text in one batch stay two groups, as TRL's baseline treats
+    them).
+    """
+
+    __name__ = "darling"  # TRL logs reward functions by name
+
+    def __init__(
+        self,
+        quality_funcs: Callable[..., Sequence[float | None]]
+        | Sequence[Callable[..., Sequence[float | None]]],
+        darling: DarlingConfig,
+        group_size: int,
+        weights: Sequence[float] | None = None,
+        judge: PairJudge | None | str = "from_config",
+    ) -> None:
+        self.quality_funcs = list(quality_funcs) if isinstance(quality_funcs, Sequence) else [quality_funcs]
+        if not self.quality_funcs:
+            raise ValueError("DarlingReward needs at least one quality reward function")
+        self.weights = [1.0] * len(self.quality_funcs) if weights is None else list(weights)
+        if len(self.weights) != len(self.quality_funcs):
+            raise ValueError(
+                f"{len(self.weights)} weights for {len(self.quality_funcs)} quality functions"
+            )
+        if group_size < 2:
+            raise ValueError(f"group_size must be >= 2, got {group_size}")
+        self.darling = darling
+        self.settings = darling.settings()
+        self.group_size = group_size
+        if judge == "from_config":
+            from darling_nemo.judges import make_judge
+
+            self.judge = make_judge(darling.judge)
+        else:
+            self.judge = judge  # type: ignore[assignment]
+        self.last_batch: DarlingBatch | None = None
+        self.last_metrics: dict[str, float] = {}
+
+    def quality(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> np.ndarray:
+        """Weighted sum of the quality functions, None skipped (TRL's nansum)."""
+        total = np.zeros(len(completions))
+        scored = np.zeros(len(completions), dtype=bool)
+        for func, weight in zip(self.quality_funcs, self.weights, strict=True):
+            values = list(func(prompts=prompts, completions=completions, **kwargs))
+            name = getattr(func, "__name__", type(func).__name__)
+            if len(values) != len(completions):
+                raise ValueError(
+                    f"quality function {name} returned {len(values)} values for "
+                    f"{len(completions)} completions"
+                )
+            for i, value in enumerate(values):
+                if value is None:
+                    continue
+                if not math.isfinite(float(value)):
+                    raise ValueError(f"quality function {name} returned {value} for completion {i}")
+                total[i] += weight * float(value)
+                scored[i] = True
+        if not scored.all():
+            row = int(np.flatnonzero(~scored)[0])
+            raise ValueError(
+                f"every quality function returned None for completion {row}: DARLING needs a "
+                "quality for every response of a group"
+            )
+        return total
+
+    def group_ids(self, prompts: Sequence[Any]) -> list[Hashable]:
+        """Block index of each row; every block of `group_size` rows must share its prompt."""
+        if len(prompts) % self.group_size:
+            raise ValueError(
+                f"{len(prompts)} completions is not a multiple of group_size={self.group_size}: "
+                "each process must see whole groups (run the TRL engine on one process)"
+            )
+        for start in range(0, len(prompts), self.group_size):
+            block = prompts[start : start + self.group_size]
+            if any(p != block[0] for p in block):
+                raise ValueError(
+                    f"rows {start}..{start + self.group_size - 1} mix prompts: TRL must lay out "
+                    f"num_generations={self.group_size} consecutive completions per prompt"
+                )
+        return [row // self.group_size for row in range(len(prompts))]
+
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[float]:
+        quality = self.quality(prompts, completions, **kwargs)
+        texts = [completion_text(c) for c in completions]
+        started = time.perf_counter()
+        batch = darling_batch(texts, quality, self.group_ids(prompts), self.judge, self.settings)
+        metrics = darling_metrics(batch)
+        metrics["darling/seconds"] = time.perf_counter() - started
+        self.last_batch, self.last_metrics = batch, metrics
+        log_metric = kwargs.get("log_metric")  # TRL passes it to reward functions
+        if log_metric is not None:
+            for name, value in metrics.items():
+                log_metric(name, value)
+        return batch.advantage.tolist()
+
+    def check_trainer_args(self, args: Any, reward_funcs: Sequence[Any] | None = None) -> None:
+        """Refuse TRL settings that would change DARLING's advantage; name the keys.
+
+        `args` is a trl.GRPOConfig; `reward_funcs` the list the GRPOTrainer was given.
+        """
+        problems = []
+        if str(args.scale_rewards).lower() not in ("none", "false"):
+            problems.append(
+                f"GRPOConfig.scale_rewards={args.scale_rewards!r} would divide the advantages "
+                "by a std again; set scale_rewards='none' (std normalisation is "
+                f"darling.normalize_std, now {self.darling.normalize_std})"
+            )
+        if args.multi_objective_aggregation != "sum_then_normalize":
+            problems.append(
+                f"GRPOConfig.multi_objective_aggregation={args.multi_objective_aggregation!r} "
+                "re-normalises the rewards; use 'sum_then_normalize'"
+            )
+        if args.loss_type not in TOKEN_LEVEL_LOSSES:
+            problems.append(
+                f"GRPOConfig.loss_type={args.loss_type!r} is not token-level; use one of "
+                f"{TOKEN_LEVEL_LOSSES} (the reference aggregates by token-mean)"
+            )
+        if args.num_generations != self.group_size:
+            problems.append(
+                f"GRPOConfig.num_generations={args.num_generations} but the DARLING adapter "
+                f"groups by group_size={self.group_size}"
+            )
+        if args.world_size != 1:
+            problems.append(
+                f"world_size={args.world_size}: TRL scores each process's rows separately, so a "
+                "group may be split; run the TRL engine on one process (NeMo-RL for more)"
+            )
+        if reward_funcs is not None and (len(reward_funcs) != 1 or reward_funcs[0] is not self):
+            problems.append(
+                "reward_funcs must be [this DarlingReward] alone: other reward functions would "
+                "be added to DARLING's advantage; pass them to DarlingReward as quality_funcs"
+            )
+        weights = getattr(args, "reward_weights", None)
+        if weights is not None and list(weights) != [1.0]:
+            problems.append(
+                f"GRPOConfig.reward_weights={weights}: weight the quality functions in "
+                "DarlingReward(weights=...) instead"
+            )
+        if problems:
+            raise ValueError("TRL settings contradict DARLING:\n  " + "\n  ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# Quality functions and tasks
+# ---------------------------------------------------------------------------------------------
+
+
+def digit_sum_quality(task: DigitSum) -> QualityFn:
+    """1.0 for an answer of the right length, digits and total, else 0.0."""
+
+    def digit_sum_correct(prompts: Sequence[str], completions: Sequence[Any], **_: Any) -> list[float]:
+        return [
+            float(task.is_correct(p, completion_text(c)))
+            for p, c in zip(prompts, completions, strict=True)
+        ]
+
+    return digit_sum_correct
+
+
+def math_verify_quality(
+    prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[str], **_: Any
+) -> list[float]:
+    """1.0 if math-verify finds the reference answer in the completion (boxed or last), else 0.0."""
+    from math_verify import parse, verify
+
+    scores = []
+    for completion, reference in zip(completions, answer, strict=True):
+        gold = parse(f"${reference}$")
+        try:
+            scores.append(float(verify(gold, parse(completion_text(completion)))))
+        except Exception:  # math-verify raises on malformed LaTeX or a timeout: not correct
+            scores.append(0.0)
+    return scores
+
+
+def length_stand_in_quality(target_words: int) -> QualityFn:
+    """STAND-IN, not a quality measure: min(words, target) / target. Smoke runs only."""
+
+    def length_stand_in(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
+        return [min(len(completion_text(c).split()), target_words) / target_words for c in completions]
+
+    return length_stand_in
+
+
+class RewardModelQuality:
+    """Scores (prompt, response) with a sequence-classification reward model (logit 0).
+
+    The pair is rendered with the reward model's chat template when it has one (user turn,
+    assistant turn), else as prompt + response, like TRL does for reward models.
+    """
+
+    __name__ = "reward_model"
+
+    def __init__(self, cfg: RewardModelQualityConfig) -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.name_or_path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            cfg.name_or_path, num_labels=1
+        ).to(self.device)
+        self.model.eval()
+        self.cfg = cfg
+
+    def render(self, prompt: Any, completion: Any) -> str:
+        prompt_text = prompt if isinstance(prompt, str) else completion_text(prompt)
+        response = completion_text(completion)
+        if self.tokenizer.chat_template:
+            messages = [
+                {"role": "user", "content": prompt_text},
+                {"role": "assistant", "content": response},
+            ]
+            return self.tokenizer.apply_chat_template(messages, tokenize=False)
+        return prompt_text + response
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
+        import torch
+
+        texts = [self.render(p, c) for p, c in zip(prompts, completions, strict=True)]
+        scores: list[float] = []
+        for start in range(0, len(texts), self.cfg.batch_size):
+            encoded = self.tokenizer(
+                texts[start : start + self.cfg.batch_size],
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=self.cfg.max_length,
+                add_special_tokens=not self.tokenizer.chat_template,
+            ).to(self.device)
+            with torch.inference_mode():
+                scores.extend(self.model(**encoded).logits[:, 0].float().tolist())
+        return scores
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; a bad line raises naming the file and line number."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path} (relative to {Path.cwd()})")
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: invalid JSON: {err}") from None
+    return rows
+
+
+def column(rows: Sequence[Mapping[str, Any]], key: str, path: str, config_key: str) -> list[Any]:
+    """rows[i][key] for every row; a missing key names the file, line and config key."""
+    values = []
+    for number, row in enumerate(rows, start=1):
+        if key not in row:
+            raise ValueError(
+                f"{path}: row {number} has no {key!r} (set {config_key} to one of {sorted(row)})"
+            )
+        values.append(row[key])
+    return values
+
+
+@dataclass
+class Task:
+    """What a run trains on: prompts (dicts with "prompt" and extra columns), quality, judge."""
+
+    train_rows: list[dict[str, Any]]
+    heldout_rows: list[dict[str, Any]]
+    quality: QualityFn
+    judge: PairJudge | None
+    word_vocabulary: list[str] | None  # tiny policies: a word tokenizer over these; None: chars
+
+
+def build_task(cfg: TrlRunConfig) -> Task:
+    """The task a config names, with its quality function and pair judge."""
+    task = cfg.task
+    if isinstance(task, DigitSumTaskConfig):
+        if cfg.darling.judge.kind != "lexical":
+            raise ValueError(
+                "darling.judge: the digit_sum task judges equivalence by its own rule (same "
+                "digit multiset); leave darling.judge unset"
+            )
+        digit_sum = digit_sum_task(task)
+        targets = digit_sum_targets(task)
+        return Task(
+            train_rows=[{"prompt": prompt_text(t)} for t in targets["train"]],
+            heldout_rows=[{"prompt": prompt_text(t)} for t in targets["heldout"]],
+            quality=digit_sum_quality(digit_sum),
+            judge=multiset_judge,
+            word_vocabulary=digit_sum.vocabulary(targets["train"] + targets["heldout"]),
+        )
+
+    from darling_nemo.judges import make_judge
+
+    judge = make_judge(cfg.darling.judge)
+    if isinstance(task, MathTaskConfig):
+        raw = read_jsonl(task.data_path)[: task.max_prompts]
+        questions = column(raw, task.question_key, task.data_path, "task.question_key")
+        answers = column(raw, task.answer_key, task.data_path, "task.answer_key")
+        rows = [
+            {"prompt": task.prompt_template.format(question=q), "answer": str(a)}
+            for q, a in zip(questions, answers, strict=True)
+        ]
+        split = len(rows) - task.heldout_prompts
+        if split < 1:
+            raise ValueError(
+                f"task.heldout_prompts={task.heldout_prompts} leaves no training prompts "
+                f"({len(rows)} rows in {task.data_path})"
+            )
+        return Task(rows[:split], rows[split:], math_verify_quality, judge, None)
+
+    assert isinstance(task, ChatTaskConfig)
+    raw = read_jsonl(task.data_path)[: task.max_prompts]
+    rows = [{"prompt": p} for p in column(raw, task.prompt_key, task.data_path, "task.prompt_key")]
+    if isinstance(task.quality, LengthStandInQualityConfig):
+        quality: QualityFn = length_stand_in_quality(task.quality.target_words)
+    else:
+        quality = RewardModelQuality(task.quality)
+    return Task(rows, [], quality, judge, None)
+
+
+def digit_sum_task(task: DigitSumTaskConfig) -> DigitSum:
+    return DigitSum(task.length, task.min_digit, task.max_digit)
+
+
+def digit_sum_targets(task: DigitSumTaskConfig) -> dict[str, list[int]]:
+    """Training and held-out target sums: every `heldout_every`-th target from min+1 is held out."""
+    targets = range(task.min_target, task.max_target + 1)
+    heldout = [t for t in targets if (t - task.min_target - 1) % task.heldout_every == 0]
+    return {"train": [t for t in targets if t not in heldout], "heldout": heldout}
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy
+# ---------------------------------------------------------------------------------------------
+
+
+def build_policy(cfg: TrlRunConfig, task: Task) -> tuple[Any, Any]:
+    """(model, tokenizer): a tiny Llama over a task tokenizer, or a pretrained causal LM."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from darling_nemo.mini.policy import char_tokenizer, tiny_llama, word_tokenizer
+
+    policy = cfg.policy
+    if policy.kind == "tiny":
+        tokenizer = (
+            word_tokenizer(task.word_vocabulary) if task.word_vocabulary else char_tokenizer()
+        )
+        prompt_tokens = max(len(tokenizer(row["prompt"])["input_ids"]) for row in task.train_rows)
+        model = tiny_llama(
+            tokenizer,
+            hidden_size=policy.hidden_size,
+            num_layers=policy.num_layers,
+            num_heads=policy.num_heads,
+            intermediate_size=policy.intermediate_size,
+            max_positions=prompt_tokens + cfg.trainer.max_completion_length + 1,
+        )
+        return model, tokenizer
+    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16}[policy.dtype]
+    if dtype == "auto":
+        dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(policy.name_or_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(policy.name_or_path, dtype=dtype)
+    return model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------
+
+
+def validate_run_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
+    """The whole `engine: trl` config, strictly (ConfigError with every bad key path)."""
+    return validate_section(TrlRunConfig, dict(cfg))
+
+
+def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
+    """TRL's GRPOConfig for a validated run config (scale_rewards='none': see module doc)."""
+    import torch
+    from trl import GRPOConfig
+
+    t = cfg.trainer
+    use_bf16 = t.precision == "bfloat16" or (t.precision == "auto" and torch.cuda.is_available())
+    rollout = t.prompts_per_step * t.group_size
+    if rollout % t.updates_per_rollout:
+        raise ValueError(
+            f"trainer.prompts_per_step * trainer.group_size = {rollout} is not divisible by "
+            f"trainer.updates_per_rollout={t.updates_per_rollout}"
+        )
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        max_steps=t.max_steps,
+        per_device_train_batch_size=rollout // t.updates_per_rollout,
+        steps_per_generation=t.updates_per_rollout,
+        gradient_accumulation_steps=1,
+        num_generations=t.group_size,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=t.warmup_steps,
+        weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        max_completion_length=t.max_completion_length,
+        loss_type=t.loss_type,
+        epsilon=t.clip_low,
+        epsilon_high=t.clip_high,
+        beta=t.kl_coef,
+        scale_rewards="none",
+        bf16=use_bf16,
+        use_cpu=not torch.cuda.is_available(),
+        save_strategy="steps",
+        save_steps=t.save_steps,
+        save_total_limit=t.save_total_limit,
+        logging_steps=t.logging_steps,
+        report_to=list(cfg.logging.report_to),
+        run_name=output_dir.name,
+        disable_tqdm=not cfg.logging.progress_bar,
+        optim="adamw_torch",
+        dataloader_num_workers=0,
+    )
+
+
+def last_checkpoint(output_dir: Path) -> Path | None:
+    """The newest `checkpoint-N` directory holding a trainer state, or None."""
+    found = [
+        (int(p.name.split("-")[1]), p)
+        for p in output_dir.glob("checkpoint-*")
+        if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").is_file()
+    ]
+    return max(found)[1] if found else None
+
+
+def make_eval_callback(
+    run_cfg: TrlRunConfig, task: Task, tokenizer: Any, history_path: Path
+) -> Any:
+    """A TrainerCallback that evaluates held-out prompts every `evaluation.every_steps`."""
+    from transformers import TrainerCallback
+
+    def evaluate_now(model: Any, step: int) -> None:
+        result = run_evaluation(run_cfg, task, model, tokenizer, step)
+        with history_path.open("a") as f:
+            f.write(json.dumps({"step": step, **result}) + "\n")
+
+    every = run_cfg.evaluation.every_steps
+
+    class HeldOutEvaluation(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+            if state.global_step == 0 and not history_steps(history_path):
+                evaluate_now(model, 0)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+            if every and state.global_step % every == 0 and state.global_step != state.max_steps:
+                evaluate_now(model, state.global_step)
+
+    return HeldOutEvaluation()
+
+
+def history_steps(path: Path) -> list[int]:
+    if not path.is_file():
+        return []
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def truncate_history(path: Path, after_step: int) -> None:
+    """Drop evaluation records past `after_step`: a resumed run recomputes those steps."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= after_step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+
+def run_evaluation(cfg: TrlRunConfig, task: Task, model: Any, tokenizer: Any, step: int) -> dict[str, float]:
+    rows = task.heldout_rows[: cfg.evaluation.max_prompts]
+    ev = cfg.evaluation
+    return evaluate(
+        model,
+        tokenizer,
+        rows,
+        task.quality,
+        task.judge,
+        cfg.darling.judge.threshold,
+        num_samples=ev.num_samples,
+        ks=ev.pass_at_k,
+        max_new_tokens=cfg.trainer.max_completion_length,
+        temperature=ev.temperature,
+        seed=cfg.seed + step,
+    )
+
+
+def run(cfg: Mapping[str, Any]) -> dict[str, float]:
+    """Train with TRL's GRPOTrainer and DARLING rewards; return the final metrics.
+
+    `cfg` is the loaded YAML (`engine: trl`), validated here in full. Output directory:
+    checkpoints (`checkpoint-N`), `config.yaml`, TensorBoard logs, `eval_history.jsonl`
+    (held-out evaluation at step 0, every `evaluation.every_steps`, and at the end) and
+    `final_metrics.json`. With `resume: true` (default) a rerun continues from the newest
+    checkpoint; a finished run returns its saved final metrics.
+    """
+    run_cfg = validate_run_config(cfg)
+    from datasets import Dataset
+    from transformers import set_seed
+    from trl import GRPOTrainer
+
+    output_dir = Path(run_cfg.output_dir)
+    final_path = output_dir / "final_metrics.json"
+    history_path = output_dir / "eval_history.jsonl"
+    if not run_cfg.resume and output_dir.exists():
+        shutil.rmtree(output_dir)
+    if run_cfg.resume and final_path.is_file():
+        final = json.loads(final_path.read_text())
+        if final.get("global_step") == run_cfg.trainer.max_steps:
+            return final
+    output_dir.mkdir(parents=True, exist_ok=True)
+    save_config(run_cfg.model_dump(mode="json"), output_dir / "config.yaml")
+    if "wandb" in run_cfg.logging.report_to:
+        os.environ.setdefault("WANDB_MODE", run_cfg.logging.wandb_mode)
+        os.environ.setdefault("WANDB_PROJECT", run_cfg.logging.wandb_project)
+        os.environ.setdefault("WANDB_DIR", str(output_dir))
+
+    set_seed(run_cfg.seed)
+    task = build_task(run_cfg)
+    if run_cfg.trainer.prompts_per_step > len(task.train_rows):
+        raise ValueError(
+            f"trainer.prompts_per_step={run_cfg.trainer.prompts_per_step} but the task has only "
+            f"{len(task.train_rows)} training prompts (TRL draws distinct prompts per step)"
+        )
+    model, tokenizer = build_policy(run_cfg, task)
+    args = grpo_args(run_cfg, output_dir)
+    reward = DarlingReward(
+        task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=task.judge
+    )
+    resume_from = last_checkpoint(output_dir) if run_cfg.resume else None
+    truncate_history(history_path, int(resume_from.name.split("-")[1]) if resume_from else -1)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=Dataset.from_list(task.train_rows),
+        processing_class=tokenizer,
+        callbacks=[make_eval_callback(run_cfg, task, tokenizer, history_path)]
+        if task.heldout_rows
+        else None,
+    )
+    reward.check_trainer_args(trainer.args, trainer.reward_funcs)
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    train_seconds = time.perf_counter() - started
+    trainer.save_model(str(output_dir / "final"))
+
+    final: dict[str, Any] = {"global_step": trainer.state.global_step}
+    logged = [entry for entry in trainer.state.log_history if "darling/quality_mean" in entry]
+    (output_dir / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in logged))
+    if logged:
+        final.update({k: v for k, v in logged[-1].items() if k.startswith("darling/")})
+    if task.heldout_rows:
+        result = run_evaluation(run_cfg, task, trainer.model, tokenizer, trainer.state.global_step)
+        with history_path.open("a") as f:
+            f.write(json.dumps({"step": trainer.state.global_step, **result}) + "\n")
+        final.update({f"eval/{k}": v for k, v in result.items()})
+    final["train_seconds_this_session"] = train_seconds
+    final_path.write_text(json.dumps(final, indent=2) + "\n")
+    return final

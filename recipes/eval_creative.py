@@ -1,0 +1,50 @@
+"""Creative writing for one checkpoint, judged by an LLM behind an OpenAI-compatible server.
+
+    export OPENAI_API_KEY=...   # or a local server: judge.base_url=http://127.0.0.1:8000/v1
+    uv run recipes/eval_creative.py --config conf/eval/creative.yaml \
+        generator.model=/ckpt/step_200 output_dir=results/step_200/creative \
+        prompts=my_prompts.jsonl judge.base_url=https://api.openai.com/v1 judge.model=gpt-4o
+
+Pairwise Elo against earlier runs: pairwise.enabled=true \
+    'pairwise.opponents=[results/base/creative,results/grpo/creative]'
+
+Writes generations.jsonl, judgements.jsonl (every reply, score, attempt count and error),
+pairwise.jsonl and summary.json. Rerun to resume; items that failed are judged again.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from darling_nemo.config import load_config, save_config
+from darling_nemo.evals.creative import run_creative
+from darling_nemo.evals.plots import markdown_table
+from darling_nemo.evals.schema import CreativeEvalConfig, validate_eval
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="YAML under conf/eval/")
+    parser.add_argument("overrides", nargs="*", help="key.path=value (strict: keys must exist)")
+    args = parser.parse_args()
+
+    # 1. Config.
+    raw = load_config(args.config, args.overrides)
+    cfg = validate_eval(CreativeEvalConfig, raw)
+    save_config(raw, f"{cfg.output_dir}/config.yaml")
+
+    # 2. Generate, judge with the rubric, compare pairwise if asked (each step resumes).
+    summary = run_creative(cfg)
+
+    # 3. Report; failures are listed, never hidden.
+    print(markdown_table([summary]))
+    if summary["failed"]:
+        print(f"{summary['failed']} pieces failed to be judged: {summary['failed_items'][:10]}")
+    if "elo" in summary:
+        for name, rating in sorted(summary["elo"]["ratings"].items(), key=lambda x: -x[1]):
+            print(f"Elo {name}: {rating:.0f}")
+    print(f"summary: {cfg.output_dir}/summary.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Plots and a Markdown table from the summary.json files of several evaluation runs.
+
+    uv run recipes/plot_runs.py results/base results/grpo results/darling --out results/plots
+
+Each argument is a summary.json or a folder searched for them. Writes pass_at_k_*.png (log-k
+axis, one line per run), quality_vs_diversity.png (NoveltyBench) and report.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from darling_nemo.evals.plots import make_report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="summary.json files or folders holding them")
+    parser.add_argument("--out", required=True, help="folder for the PNGs and report.md")
+    args = parser.parse_args()
+
+    written = make_report(args.runs, args.out)
+    print(written["table"])
+    for path in [*written["pngs"], written["report"]]:
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,464 @@
+"""The served judge against real `/classify` servers on 127.0.0.1 (darling_nemo.classify_server
+processes holding a tiny checkpoint), including the fault cases: a server killed mid-call,
+all servers down, a slow server past the timeout, malformed replies, over-long input. The
+slow and malformed cases put a small misbehaving proxy in front of a real server. Also the
+launcher (`darling-serve-classifiers`) starting real local servers, and `darling-score`
+with the served judge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from aiohttp import ClientSession, web
+
+from darling_nemo.config import apply_overrides
+from darling_nemo.judges import make_judge
+from darling_nemo.judges.served import ServedJudgeError
+from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
+from darling_nemo.schema import validate_darling
+
+STARTUP_TIMEOUT_S = 180
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def start_server(model: str, name: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "darling_nemo.classify_server", "serve", model,
+         "--port", "0", "--served-model-name", name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+
+
+def wait_ready(proc: subprocess.Popen) -> str:
+    """The server's URL from its `READY http://...` line."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        if line.startswith("READY "):
+            threading.Thread(target=proc.stdout.read, daemon=True).start()  # drain
+            return line.split()[1]
+    raise RuntimeError(f"server did not start: {''.join(seen)[-2000:]}")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return str(save_tiny_classifier(tmp_path_factory.mktemp("tiny"), "bert"))
+
+
+@pytest.fixture(scope="module")
+def servers(model_dir):
+    """Three real servers: two that stay up and one to be killed. Started in parallel."""
+    procs = [start_server(model_dir, f"similarity_gpu_{k}") for k in range(3)]
+    try:
+        urls = [wait_ready(p) for p in procs]
+        yield {"procs": procs, "urls": urls}
+    finally:
+        for p in procs:
+            stop_server(p)
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir):
+    """The same checkpoint in-process: what every served answer must equal."""
+    return make_judge(
+        validate_darling({"judge": {"kind": "cross_encoder", "model": model_dir}}).judge
+    )
+
+
+def endpoint(servers, k):
+    return {"url": servers["urls"][k], "model": f"similarity_gpu_{k}"}
+
+
+def served(endpoints, **options):
+    judge = {"kind": "served", "endpoints": endpoints, "backoff_s": 0.05, **options}
+    return make_judge(validate_darling({"judge": judge}).judge)
+
+
+def random_pairs(n, seed=0, words=10):
+    rng = np.random.default_rng(seed)
+    return [
+        (" ".join(rng.choice(WORDS, words)), " ".join(rng.choice(WORDS, words))) for _ in range(n)
+    ]
+
+
+def post(url, body: bytes):
+    req = urllib.request.Request(f"{url}/classify", data=body, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol (vLLM 0.10 /classify)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_reply_has_the_vllm_shape(servers):
+    url = servers["urls"][0]
+    text = "[CLS] the cat [SEP] a dog [SEP]"
+    status, reply = post(
+        url, json.dumps({"model": "similarity_gpu_0", "input": [text, "sun"]}).encode()
+    )
+    assert status == 200
+    assert reply["id"].startswith("classify-") and reply["object"] == "list"
+    assert reply["model"] == "similarity_gpu_0"
+    assert [d["index"] for d in reply["data"]] == [0, 1]
+    for item in reply["data"]:
+        assert set(item) == {"index", "label", "probs", "num_classes"}
+        assert item["num_classes"] == len(item["probs"]) == 2
+        assert sum(item["probs"]) == pytest.approx(1.0, abs=1e-5)
+        assert item["label"] == ["different", "similar"][int(np.argmax(item["probs"]))]
+    # the tokenizer adds its own [CLS] .. [SEP], as vLLM does: 7 tokens + 2, then "sun" + 2
+    assert reply["usage"]["prompt_tokens"] == 9 + 3
+    assert reply["usage"]["completion_tokens"] == 0
+    status, single = post(url, json.dumps({"input": text}).encode())  # a string, no model
+    assert status == 200  # alone, not batched with "sun": equal up to float rounding
+    assert single["data"][0]["probs"] == pytest.approx(reply["data"][0]["probs"], abs=1e-6)
+
+
+def test_server_errors_have_the_vllm_shape(servers):
+    url = servers["urls"][0]
+    status, reply = post(url, json.dumps({"model": "nope", "input": ["a"]}).encode())
+    assert status == 404 and reply["message"] == "The model `nope` does not exist."
+    assert reply["object"] == "error" and reply["code"] == 404
+    status, reply = post(url, json.dumps({"input": "a " * 200}).encode())
+    assert status == 400 and "maximum context length is 128 tokens" in reply["message"]
+    status, reply = post(url, json.dumps({"input": ""}).encode())
+    assert status == 400 and "empty" in reply["message"]
+    status, reply = post(url, b"{oops")
+    assert status == 400
+    with urllib.request.urlopen(f"{url}/health", timeout=10) as resp:
+        assert resp.status == 200
+    with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as resp:
+        assert json.loads(resp.read())["data"][0]["id"] == "similarity_gpu_0"
+
+
+# ---------------------------------------------------------------------------------------------
+# Normal operation
+# ---------------------------------------------------------------------------------------------
+
+
+def test_served_equals_in_process_and_spreads_the_load(servers, reference):
+    pairs = random_pairs(40)
+    with served([endpoint(servers, 0), endpoint(servers, 1)], pairs_per_request=3) as judge:
+        got = judge(pairs)
+        np.testing.assert_allclose(got, reference(pairs), atol=1e-5)
+        # 14 requests of <= 3 pairs, least-loaded first: both servers work
+        assert judge.stats["requests"] == 14
+        assert all(e.sent > 0 and e.failures == 0 for e in judge.endpoints)
+        assert judge([]) == []
+
+
+def test_concurrent_requests_are_batched_by_the_server(servers, reference):
+    # the reference pattern: one pair per request, everything in flight at once
+    pairs = random_pairs(60, seed=1)
+    with served([endpoint(servers, 0)], pairs_per_request=1, max_concurrency=64) as judge:
+        np.testing.assert_allclose(judge(pairs), reference(pairs), atol=1e-5)
+        assert judge.stats["requests"] == 60
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults
+# ---------------------------------------------------------------------------------------------
+
+
+def test_server_killed_mid_call(servers, reference):
+    pairs = random_pairs(400, seed=2)
+    victim = servers["procs"][2]
+    with served(
+        [endpoint(servers, 2), endpoint(servers, 1)], pairs_per_request=1, max_concurrency=2
+    ) as judge:
+        result = {}
+        call = threading.Thread(target=lambda: result.update(probs=judge(pairs)))
+        call.start()
+        while judge.endpoints[0].in_flight == 0:  # a request is on the victim right now
+            time.sleep(0.001)
+        victim.send_signal(signal.SIGKILL)
+        call.join(timeout=300)
+        np.testing.assert_allclose(result["probs"], reference(pairs), atol=1e-5)
+        dead, alive = judge.endpoints
+        assert dead.failures >= 1 and dead.resting_until > 0
+        assert alive.failures == 0 and alive.sent > dead.sent
+
+
+def dead_url():
+    return f"http://127.0.0.1:{free_port()}"  # bound then released: nobody listens there
+
+
+def test_all_servers_down_fails_naming_every_endpoint():
+    urls = [dead_url(), dead_url()]
+    with served(urls, max_attempts=3) as judge, pytest.raises(ServedJudgeError) as err:
+        judge(random_pairs(5))
+    message = str(err.value)
+    for url in urls:
+        assert f"{url}: resting" in message
+    assert "Cannot connect" in message and "Last error" in message
+
+
+def test_all_down_with_a_fallback_logs_every_use(model_dir, reference, caplog):
+    pairs = random_pairs(6, seed=3)
+    fallback = {"kind": "cross_encoder", "model": model_dir, "threshold": 0.5}
+    with served([dead_url()], max_attempts=2, fallback=fallback) as judge:
+        with caplog.at_level(logging.WARNING, logger="darling_nemo.judges.served"):
+            first = judge(pairs)
+            judge(pairs)
+        # the fallback's own decisions as 1/0 (its threshold 0.5, not the primary's 0.32)
+        assert first == [1.0 if p > 0.5 else 0.0 for p in reference(pairs)]
+        warnings = [r for r in caplog.records if "fallback 'cross_encoder'" in r.getMessage()]
+        assert len(warnings) == 2  # one per call
+        assert judge.stats["fallback_pairs"] == 12
+    with served([dead_url()], max_attempts=1, fallback={"kind": "lexical"}) as judge:
+        assert judge(pairs) == [0.0] * 6  # lexical: undecided pairs are distinct
+
+
+class Proxy:
+    """A proxy in front of a real server that delays or corrupts its replies."""
+
+    def __init__(self, upstream: str, mode: str, delay_s: float = 0.0) -> None:
+        self.upstream, self.mode, self.delay_s = upstream, mode, delay_s
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+        self.ready.wait(30)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        await asyncio.sleep(self.delay_s)
+        async with (
+            ClientSession() as session,
+            session.post(
+                f"{self.upstream}/classify", data=body, headers={"Content-Type": "application/json"}
+            ) as resp,
+        ):
+            reply = await resp.json()
+        if self.mode == "not_json":
+            return web.Response(text="<html>502 Bad Gateway</html>", status=200)
+        if self.mode == "missing_item":
+            reply["data"] = reply["data"][:-1]
+        if self.mode == "bad_probability":
+            reply["data"][0]["probs"] = [0.5, 7.0]
+        if self.mode == "no_data":
+            reply = {"object": "list"}
+        if self.mode == "server_error":
+            return web.Response(text="Internal Server Error", status=500)
+        return web.json_response(reply)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_post("/classify", self.handle)
+        runner = web.AppRunner(app)
+        self.loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.ready.set()
+        self.loop.run_forever()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def test_slow_server_past_the_timeout_is_routed_around(servers, reference):
+    slow = Proxy(servers["urls"][0], "pass", delay_s=5.0)
+    try:
+        pairs = random_pairs(12, seed=4)
+        with served(
+            [{"url": slow.url, "model": "similarity_gpu_0"}, endpoint(servers, 1)],
+            pairs_per_request=2,
+            request_timeout_s=0.5,
+        ) as judge:
+            np.testing.assert_allclose(judge(pairs), reference(pairs), atol=1e-5)
+            assert judge.endpoints[0].failures >= 1
+            assert "no reply within 0.5s" in judge.endpoints[0].last_error
+        with (
+            served(
+                [{"url": slow.url, "model": "similarity_gpu_0"}],
+                request_timeout_s=0.3,
+                max_attempts=2,
+            ) as judge,
+            pytest.raises(ServedJudgeError, match=r"no reply within 0\.3s"),
+        ):
+            judge(pairs)
+        with (
+            served(  # the overall deadline bounds the call whatever the retries
+                [{"url": slow.url, "model": "similarity_gpu_0"}],
+                request_timeout_s=30,
+                deadline_s=1.0,
+                max_attempts=10,
+            ) as judge,
+            pytest.raises(ServedJudgeError, match=r"no reply within 1\.0s|deadline"),
+        ):
+            judge(pairs)
+    finally:
+        slow.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("not_json", "malformed reply"),
+        ("missing_item", r"expected 2 results in `data`, got 1"),
+        ("bad_probability", "not a probability"),
+        ("no_data", "malformed reply"),
+        ("server_error", "HTTP 500"),
+    ],
+)
+def test_malformed_replies(servers, reference, mode, message):
+    broken = Proxy(servers["urls"][0], mode)
+    try:
+        pairs = random_pairs(8, seed=5)
+        broken_endpoint = {"url": broken.url, "model": "similarity_gpu_0"}
+        with (
+            served([broken_endpoint], pairs_per_request=2, max_attempts=2) as judge,
+            pytest.raises(ServedJudgeError, match=message),
+        ):
+            judge(pairs)
+        with served([broken_endpoint, endpoint(servers, 1)], pairs_per_request=2) as judge:
+            np.testing.assert_allclose(judge(pairs), reference(pairs), atol=1e-5)
+            assert judge.endpoints[0].failures >= 1
+    finally:
+        broken.close()
+
+
+def test_over_long_input_fails_at_once_with_the_fix(servers, model_dir):
+    long_pair = [(" ".join(["cat"] * 100), " ".join(["dog"] * 100))]
+    # word truncation keeps (128 - 3) // 2 = 62 words each: 2 + 3 + 124 > 128 tokens
+    with served([endpoint(servers, 0)]) as judge:
+        with pytest.raises(ServedJudgeError, match=r"maximum context length.*truncation=tokens"):
+            judge(long_pair)
+        assert judge.endpoints[0].failures == 0  # the request's fault, not the server's
+    tokens = {"truncation": "tokens", "tokenizer": model_dir}
+    with served([endpoint(servers, 0)], **tokens) as judge:
+        in_process = make_judge(
+            validate_darling(
+                {"judge": {"kind": "cross_encoder", "model": model_dir, "truncation": "tokens"}}
+            ).judge
+        )
+        np.testing.assert_allclose(judge(long_pair), in_process(long_pair), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# darling-score and the launcher
+# ---------------------------------------------------------------------------------------------
+
+
+def test_darling_score_with_the_served_judge(servers, tmp_path):
+    from darling_nemo.score import main
+
+    groups = tmp_path / "groups.jsonl"
+    responses = [" ".join(WORDS[k : k + 8]) for k in range(0, 40, 8)]
+    groups.write_text(json.dumps({"responses": responses, "quality": [1] * 5}) + "\n")
+    out = tmp_path / "out.jsonl"
+    endpoints = "[" + ", ".join(f"{{url: {u}}}" for u in servers["urls"][:2]) + "]"
+    args = [
+        str(groups),
+        "-o",
+        str(out),
+        "--judge",
+        "served",
+        "--judge-set",
+        f"endpoints={endpoints}",
+    ]
+    assert main(args) == 0
+    row = json.loads(out.read_text())
+    assert row["pairs_judged"] >= 4 and len(row["class_ids"]) == 5
+
+
+def test_launcher_dry_run_prints_commands_and_endpoints(capsys):
+    from darling_nemo.serve_classifiers import main
+
+    assert main(["model=/ckpt/clf", "gpus=[0,1]", "advertise_host=node7", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "CUDA_VISIBLE_DEVICES=0 vllm serve /ckpt/clf --task classify --dtype auto "
+        "--host 0.0.0.0 --port 8000 --served-model-name similarity_gpu_0"
+    )
+    assert out[1].startswith("CUDA_VISIBLE_DEVICES=1 ") and "--port 8001" in out[1]
+    override = out[-1].removeprefix("# override: darling.")
+    section = validate_darling({"judge": {"kind": "served"}}).model_dump(mode="json")
+    cfg = validate_darling(apply_overrides(section, [override]))
+    assert [(e.url, e.model) for e in cfg.judge.endpoints] == [
+        ("http://node7:8000", "similarity_gpu_0"),
+        ("http://node7:8001", "similarity_gpu_1"),
+    ]
+    block = yaml.safe_load("\n".join(out[2:-1]))
+    assert block["endpoints"][1] == {"url": "http://node7:8001", "model": "similarity_gpu_1"}
+
+
+def test_launcher_runs_local_servers_and_stops_them(model_dir, reference, tmp_path):
+    while True:  # two consecutive free ports
+        base = free_port()
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", base + 1)) != 0:
+                break
+    endpoints_file = tmp_path / "endpoints.yaml"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "darling_nemo.serve_classifiers", f"model={model_dir}",
+         "gpus=[0,1]", f"base_port={base}", "host=127.0.0.1", "advertise_host=127.0.0.1",
+         f"executable={sys.executable} -m darling_nemo.classify_server",
+         f"endpoints_file={endpoints_file}", f"log_dir={tmp_path / 'logs'}"],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not endpoints_file.exists():
+            assert launcher.poll() is None, "launcher exited early"
+            assert time.monotonic() < deadline, "servers not ready"
+            time.sleep(0.5)
+        endpoints = yaml.safe_load(endpoints_file.read_text())["endpoints"]
+        assert [e["model"] for e in endpoints] == ["similarity_gpu_0", "similarity_gpu_1"]
+        pairs = random_pairs(10, seed=6)
+        with served(endpoints, pairs_per_request=2) as judge:
+            np.testing.assert_allclose(judge(pairs), reference(pairs), atol=1e-5)
+        logs = sorted(p.name for p in Path(tmp_path / "logs").iterdir())
+        assert logs == ["classifier_0.log", "classifier_1.log"]
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=60) == 0
+    for k in range(2):  # the servers went with it
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", base + k)) != 0

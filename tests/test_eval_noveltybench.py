@@ -1,0 +1,286 @@
+"""NoveltyBench: greedy partition (vs union-find), ratings, utility, and the recipe end to end
+on a tiny random Llama, a tiny reward model and the shipped MiniLM embedding judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from darling_nemo.core import partition_groups, short_answer_equivalent
+from darling_nemo.evals.noveltybench import (
+    describe_judge,
+    greedy_partition_groups,
+    novelty_scores,
+    rating_from_reward,
+)
+from darling_nemo.evals.schema import (
+    SKYWORK_GEMMA2_27B_THRESHOLDS,
+    NoveltyBenchConfig,
+    validate_eval,
+)
+from darling_nemo.schema import (
+    ConfigError,
+    CrossEncoderJudgeConfig,
+    EmbeddingJudgeConfig,
+    LexicalJudgeConfig,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "OMP_NUM_THREADS": "1",
+}
+
+# Responses longer than 5 words, so the short-answer rule never decides them.
+A = "the quick brown fox jumps over the lazy dog"
+B = "a quick brown fox leaps over a sleeping dog"
+C = "a fast brown fox leaps over a sleeping hound"
+D = "completely unrelated text about the stock market today"
+
+
+def table_judge(similar: set[frozenset[str]]):
+    """P(similar) = 1 for the listed unordered pairs, else 0; records every call."""
+    calls: list[list[tuple[str, str]]] = []
+
+    def judge(pairs):
+        calls.append(list(pairs))
+        return [1.0 if frozenset((a, b)) in similar else 0.0 for a, b in pairs]
+
+    judge.calls = calls
+    return judge
+
+
+def greedy_spec(responses, equivalent):
+    """NoveltyBench's procedure written out sequentially: the specification."""
+    partition = [-1] * len(responses)
+    classes = 0
+    for i in range(len(responses)):
+        if partition[i] >= 0:
+            continue
+        partition[i] = classes
+        for j in range(i + 1, len(responses)):
+            if partition[j] == -1 and equivalent(responses[i], responses[j]):
+                partition[j] = classes
+        classes += 1
+    return partition
+
+
+# ----------------------------------------------------------------------------- partition
+
+
+def test_greedy_and_union_find_differ_on_a_chain():
+    # The judge says A~B and B~C but not A~C (not transitive).
+    judge = table_judge({frozenset((A, B)), frozenset((B, C))})
+    # Greedy: A opens class 0; B joins (A~B); C is compared with A only -> new class 1.
+    assert greedy_partition_groups([[A, B, C]], judge, 0.5) == [[0, 0, 1]]
+    # Union-find (training time): A-B and B-C edges -> one class.
+    assert partition_groups([[A, B, C]], judge, 0.5)[0].class_ids == [0, 0, 0]
+
+
+def test_greedy_compares_with_the_first_member_only():
+    # A~C and B~C but A!~B. Greedy: A opens 0; B no; C joins 0 (via A). B opens 1.
+    # C is never compared with B, so distinct = 2 where union-find finds 1.
+    judge = table_judge({frozenset((A, C)), frozenset((B, C))})
+    assert greedy_partition_groups([[A, B, C]], judge, 0.5) == [[0, 1, 0]]
+    # Rounds: 1st (A,B),(A,C); 2nd B alone has no unassigned successor -> one judge call.
+    assert judge.calls == [[(A, B), (A, C)]]
+    assert partition_groups([[A, B, C]], judge, 0.5)[0].class_ids == [0, 0, 0]
+
+
+def test_short_answer_rule_and_threshold():
+    # "Paris" / "paris." / "It is Paris": rule applies (<= 5 words): 1 shared word of
+    # "it is paris" (3 words): 2*1 >= 3 false -> distinct; "paris"/"Paris": equivalent.
+    judge = table_judge(set())
+    assert greedy_partition_groups([["Paris", "paris", "It is Paris", D]], judge, 0.5) == [
+        [0, 0, 1, 2]
+    ]
+    assert short_answer_equivalent("Paris", "It is Paris") is False
+    assert judge.calls == [[("Paris", D)], [("It is Paris", D)]]  # only undecided pairs
+    # Strictly greater than the threshold: 0.102 itself is not similar.
+    assert greedy_partition_groups([[A, B]], lambda p: [0.102] * len(p), 0.102) == [[0, 1]]
+    assert greedy_partition_groups([[A, B]], lambda p: [0.1021] * len(p), 0.102) == [[0, 0]]
+
+
+def test_without_a_judge_only_identical_long_texts_match():
+    assert greedy_partition_groups([[A, B, A, D]], None, 0.5) == [[0, 1, 0, 2]]
+
+
+def test_groups_are_batched_into_rounds():
+    judge = table_judge({frozenset((A, B))})
+    groups = [[A, B, C], [D, A], ["yes", "yes", "no"]]
+    assert greedy_partition_groups(groups, judge, 0.5) == [[0, 0, 1], [0, 1], [0, 0, 1]]
+    # Round 1: group 0 sends (A,B),(A,C); group 1 sends (D,A); group 2 is all lexical.
+    assert judge.calls == [[(A, B), (A, C), (D, A)]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_batched_greedy_equals_the_sequential_procedure(data):
+    pool = [A, B, C, D, "yes", "no", "maybe so"]
+    groups = data.draw(
+        st.lists(st.lists(st.sampled_from(pool), min_size=1, max_size=8), min_size=1, max_size=4)
+    )
+    pairs = [frozenset((x, y)) for i, x in enumerate(pool) for y in pool[i + 1 :]]
+    similar = set(data.draw(st.lists(st.sampled_from(pairs), max_size=10)))
+    judge = table_judge(similar)
+
+    def equivalent(x, y):
+        rule = short_answer_equivalent(x, y)
+        return rule if rule is not None else judge([(x, y)])[0] > 0.5
+
+    expected = [greedy_spec(g, equivalent) for g in groups]
+    assert greedy_partition_groups(groups, table_judge(similar), 0.5) == expected
+
+
+# ----------------------------------------------------------------------------- ratings, utility
+
+
+def test_rating_cut_offs():
+    t = SKYWORK_GEMMA2_27B_THRESHOLDS
+    assert rating_from_reward(-100.0, t) == 1
+    assert rating_from_reward(-7.71875, t) == 1  # equal to the first cut-off: lower rating
+    assert rating_from_reward(-7.7, t) == 2
+    assert rating_from_reward(-5.25, t) == 6  # above -5.5 (5th), at most -5.0 (6th)
+    assert rating_from_reward(-2.046875, t) == 9
+    assert rating_from_reward(-2.0, t) == 10
+    assert rating_from_reward(30.0, t) == 10
+
+
+def test_utility_hand_case():
+    # ratings 8, 8, 6, 9; classes 0, 0, 1, 0: repeats (2nd, 4th) score 0 -> [8, 0, 6, 0].
+    # weights 0.8^i = 1, .8, .64, .512 (sum 2.952); sum w*s = 8 + 3.84 = 11.84.
+    s = novelty_scores([8, 8, 6, 9], [0, 0, 1, 0], patience=0.8)
+    assert s["generation_scores"] == [8, 0, 6, 0]
+    assert s["utility"] == pytest.approx(11.84 / 2.952)
+    assert s["distinct"] == 2
+    assert s["quality"] == pytest.approx(31 / 4)  # mean of all ratings, repeats included
+    # All distinct and all rated 10: utility 10 whatever the patience.
+    assert novelty_scores([10] * 10, list(range(10)), 0.8)["utility"] == pytest.approx(10)
+    # One class: only the first counts: 10 / sum(0.8^i, i<10) = 10 / 4.4631... = 2.2406...
+    assert novelty_scores([10] * 10, [0] * 10, 0.8)["utility"] == pytest.approx(
+        10 / sum(0.8**i for i in range(10))
+    )
+
+
+def test_judge_is_flagged():
+    ref = CrossEncoderJudgeConfig(
+        model="yimingzhang/deberta-v3-large-generation-similarity", threshold=0.102
+    )
+    assert describe_judge(ref)["is_reference"] is True
+    stand_in = describe_judge(EmbeddingJudgeConfig())
+    assert stand_in["is_reference"] is False and "stand-in" in stand_in["note"]
+    assert "MiniLM" in stand_in["description"]
+    assert describe_judge(LexicalJudgeConfig())["is_reference"] is False
+
+
+def test_config_validation():
+    base = {"output_dir": "o", "prompts": "p.jsonl", "generator": {"model": "m"}}
+    cfg = validate_eval(NoveltyBenchConfig, base)
+    assert (cfg.sampling.n, cfg.sampling.temperature, cfg.patience) == (10, 1.0, 0.8)
+    assert cfg.reward_model.thresholds == list(SKYWORK_GEMMA2_27B_THRESHOLDS)
+    with pytest.raises(ConfigError, match=r"reward_model\.thresholds"):
+        validate_eval(NoveltyBenchConfig, {**base, "reward_model": {"thresholds": [1, 0]}})
+    with pytest.raises(ConfigError, match="judge"):
+        validate_eval(NoveltyBenchConfig, {**base, "judge": {"kind": "deberta"}})
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    from darling_nemo.evals.tiny import build_tiny_models
+
+    return build_tiny_models(tmp_path_factory.mktemp("tiny"))
+
+
+def run_recipe(*args: str) -> subprocess.CompletedProcess:
+    """The recipe as a user runs it: a fresh interpreter, from the repository root."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "recipes/eval_noveltybench.py"), *args],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture
+def run_here(monkeypatch, capsys):
+    """The same recipe in this interpreter (one torch thread, no second import): stdout."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(REPO)
+
+    def run(*args: str) -> str:
+        monkeypatch.setattr(sys, "argv", ["eval_noveltybench.py", *args])
+        runpy.run_path(str(REPO / "recipes/eval_noveltybench.py"), run_name="__main__")
+        return capsys.readouterr().out
+
+    yield run
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_noveltybench_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_here):
+    lm, rm = tiny_models
+    out = tmp_path / "nb"
+    # Cut-offs spread around the tiny reward model's scores (about 0 +- 0.2) so ratings vary.
+    cuts = "[-0.2,-0.15,-0.1,-0.05,0.0,0.05,0.1,0.15,0.2]"
+    args = [
+        "--config",
+        "conf/eval/noveltybench_tiny.yaml",
+        f"generator.model={lm}",
+        f"reward_model.model={rm}",
+        f"output_dir={out}",
+        f"+reward_model.thresholds={cuts}",
+    ]
+    # Stage by stage, as on a GPU node.
+    first = run_recipe(*args, "stage=generate")
+    assert "now run stage=score" in first.stdout
+    assert not (out / "scores.jsonl").exists()
+    second = run_here(*args, "stage=score")
+    assert "stand-in" in second  # the MiniLM judge is not NoveltyBench's DeBERTa
+
+    gens = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
+    scores = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    assert [g["id"] for g in gens] == ["curated-0", "curated-1", "curated-2"]
+    assert len(scores) == 3
+    cut_values = json.loads(cuts)
+    for r in scores:
+        assert len(r["generations"]) == len(r["partition"]) == len(r["ratings"]) == 4
+        # Recorded numbers agree with the definitions.
+        assert r["ratings"] == [rating_from_reward(x, cut_values) for x in r["raw_rewards"]]
+        again = novelty_scores(r["ratings"], r["partition"], 0.8)
+        assert r["utility"] == pytest.approx(again["utility"])
+        assert r["distinct"] == len(set(r["partition"]))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["prompts_done"] == 3 and summary["n"] == 4
+    assert summary["mean_distinct"] == pytest.approx(sum(r["distinct"] for r in scores) / 3)
+    assert summary["judge"]["kind"] == "embedding" and not summary["judge"]["is_reference"]
+    assert summary["reward_model"]["noveltybench_thresholds"] is False  # flagged: custom cuts
+
+    # Resume: a lost scores line is recomputed identically; nothing is regenerated.
+    lines = (out / "scores.jsonl").read_text().splitlines()
+    (out / "scores.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    third = run_here(*args)
+    assert "3 of 3 prompts already generated" in third
+    assert "2 of 3 prompts scored" in third
+    assert json.loads((out / "scores.jsonl").read_text().splitlines()[2]) == scores[2]
+    assert json.loads((out / "summary.json").read_text()) == summary

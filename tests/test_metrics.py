@@ -1,0 +1,109 @@
+"""pass@k: hand values, brute-force enumeration, exact rationals, and the vectorised curve."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from darling_nemo.metrics import default_ks, mean_pass_at_k, pass_at_k, pass_at_k_curve
+
+
+def brute_force_pass_at_k(correct: list[bool], k: int) -> Fraction:
+    """Fraction of all k-subsets of the samples that contain at least one correct sample."""
+    subsets = list(itertools.combinations(correct, k))
+    return Fraction(sum(any(s) for s in subsets), len(subsets))
+
+
+def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+def test_hand_values():
+    # pass@1 is the fraction correct: 3 of 10 -> 0.3.
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    # n=4, c=2, k=2: 1 - C(2,2)/C(4,2) = 1 - 1/6 = 5/6.
+    assert pass_at_k(4, 2, 2) == pytest.approx(5 / 6)
+    # n=5, c=1, k=3: 1 - C(4,3)/C(5,3) = 1 - 4/10 = 0.6 (= k/n when c = 1).
+    assert pass_at_k(5, 1, 3) == pytest.approx(0.6)
+    # n=4, c=1, k=4: the one correct sample is always drawn -> 1.
+    assert pass_at_k(4, 1, 4) == 1.0
+    # No correct sample -> 0 for every k.
+    assert pass_at_k(8, 0, 8) == 0.0
+    # n - c < k: every k-subset holds a correct one (n=4, c=3, k=2).
+    assert pass_at_k(4, 3, 2) == 1.0
+    # n=256, c=1, k=128: 1 - C(255,128)/C(256,128) = 1 - 128/256 = 0.5.
+    assert pass_at_k(256, 1, 128) == pytest.approx(0.5, abs=1e-15)
+
+
+@pytest.mark.parametrize("n", range(1, 11))
+def test_matches_brute_force_enumeration(n):
+    # Every pattern of c correct samples among n gives the same value; enumerate subsets.
+    for c in range(n + 1):
+        correct = [True] * c + [False] * (n - c)
+        for k in range(1, n + 1):
+            assert pass_at_k(n, c, k) == pytest.approx(
+                float(brute_force_pass_at_k(correct, k)), abs=1e-12
+            )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_matches_exact_rationals_up_to_n_256(data):
+    n = data.draw(st.integers(1, 256))
+    c = data.draw(st.integers(0, n))
+    k = data.draw(st.integers(1, n))
+    # Product form vs the exact binomial ratio (Fractions): no cancellation error.
+    assert pass_at_k(n, c, k) == pytest.approx(float(exact_pass_at_k(n, c, k)), abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 256), st.data())
+def test_monotone_in_k_and_c_and_bounded(n, data):
+    c = data.draw(st.integers(0, n))
+    curve = pass_at_k_curve(n, c, list(range(1, n + 1)))
+    assert np.all((curve >= 0) & (curve <= 1))
+    assert np.all(np.diff(curve) >= -1e-12)  # more tries never hurt
+    if c < n:
+        more = pass_at_k_curve(n, c + 1, list(range(1, n + 1)))
+        assert np.all(more >= curve - 1e-12)  # one more correct sample never hurts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 256), st.data())
+def test_curve_equals_scalar(n, data):
+    c = data.draw(st.integers(0, n))
+    ks = default_ks(n)
+    np.testing.assert_allclose(
+        pass_at_k_curve(n, c, ks), [pass_at_k(n, c, k) for k in ks], rtol=0, atol=1e-13
+    )
+
+
+def test_default_ks():
+    assert default_ks(1) == [1]
+    assert default_ks(8) == [1, 2, 4, 8]
+    assert default_ks(10) == [1, 2, 4, 8, 10]
+    assert default_ks(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+def test_mean_over_problems():
+    # Problem 1: n=4, c=2 -> pass@1 = 0.5, pass@2 = 5/6. Problem 2: n=4, c=0 -> 0, 0.
+    # Means: pass@1 = 0.25, pass@2 = 5/12.
+    got = mean_pass_at_k([(4, 2), (4, 0)], [1, 2])
+    assert got == {1: pytest.approx(0.25), 2: pytest.approx(5 / 12)}
+
+
+@pytest.mark.parametrize(
+    "args", [(4, 5, 1), (4, -1, 1), (4, 2, 0), (4, 2, 5)], ids=["c>n", "c<0", "k=0", "k>n"]
+)
+def test_bad_arguments_raise(args):
+    with pytest.raises(ValueError, match="pass_at_k"):
+        pass_at_k(*args)
+    n, c, k = args
+    with pytest.raises(ValueError, match="pass_at_k_curve"):
+        pass_at_k_curve(n, c, [k])

@@ -1,0 +1,153 @@
+"""Plots and report from several runs' summaries: PNGs opened and checked for content, the
+Markdown table checked for the numbers, and the command-line entry point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from darling_nemo.evals.creative import summarize_creative
+from darling_nemo.evals.math import summarize_math
+from darling_nemo.evals.noveltybench import summarize_noveltybench
+from darling_nemo.evals.plots import load_summaries, make_report, markdown_table
+from darling_nemo.evals.records import write_json
+from darling_nemo.evals.schema import RubricConfig
+
+REPO = Path(__file__).resolve().parents[1]
+C0 = np.array([31, 119, 180])  # matplotlib's first line colour (#1f77b4)
+
+
+def math_summary(run: str, correct_per_problem: list[int], n: int = 8) -> dict:
+    records = [
+        {
+            "benchmark": bench,
+            "id": str(i),
+            "n": n,
+            "num_correct": c,
+            "correct": [True] * c + [False] * (n - c),
+            "preds": ["1"] * n,
+            "num_tokens": [100] * n,
+            "truncated": [False] * n,
+        }
+        for bench in ("aime25", "hmmt")
+        for i, c in enumerate(correct_per_problem)
+    ]
+    totals = {"aime25": len(correct_per_problem), "hmmt": len(correct_per_problem)}
+    return summarize_math(records, ["aime25", "hmmt"], None, totals, {"run_name": run})
+
+
+def nb_summary(run: str, distinct: list[int], quality: list[float]) -> dict:
+    scored = [
+        {"distinct": d, "utility": q * d / 10, "quality": q}
+        for d, q in zip(distinct, quality, strict=True)
+    ]
+    meta = {
+        "run_name": run,
+        "n": 10,
+        "judge": {"description": "embedding > 0.8", "is_reference": False},
+    }
+    return summarize_noveltybench(scored, len(scored), meta)
+
+
+@pytest.fixture
+def run_dirs(tmp_path):
+    runs = {
+        # Correct samples (of 8) per problem, then NoveltyBench distinct and quality per prompt.
+        "base": (math_summary("base", [0, 1, 2]), nb_summary("base", [5, 6], [6.0, 7.0])),
+        "grpo": (math_summary("grpo", [0, 4, 6]), nb_summary("grpo", [2, 2], [7.5, 7.5])),
+        "darling": (math_summary("darling", [1, 4, 6]), nb_summary("darling", [6, 5], [8.0, 7.0])),
+    }
+    dirs = []
+    for name, (math_s, nb_s) in runs.items():
+        write_json(tmp_path / name / "math" / "summary.json", math_s)
+        write_json(tmp_path / name / "noveltybench" / "summary.json", nb_s)
+        dirs.append(tmp_path / name)
+    return dirs
+
+
+def assert_not_blank(path: Path) -> np.ndarray:
+    pixels = np.asarray(Image.open(path).convert("RGB")).astype(float)
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 300
+    assert pixels.std() > 10  # not a flat image
+    assert (pixels.sum(axis=2) < 600).mean() > 0.01  # more than a few non-white pixels
+    return pixels
+
+
+def test_report_plots_and_table(run_dirs, tmp_path):
+    written = make_report(run_dirs, tmp_path / "plots")
+    names = sorted(p.name for p in written["pngs"])
+    assert names == [
+        "pass_at_k_aime25.png",
+        "pass_at_k_average.png",
+        "pass_at_k_hmmt.png",
+        "quality_vs_diversity.png",
+    ]
+    for png in written["pngs"]:
+        pixels = assert_not_blank(png)
+        # The first run's colour is really drawn (a line or a point, not only axes).
+        assert (np.abs(pixels - C0).sum(axis=2) < 30).sum() > 30, png.name
+
+    table = written["table"]
+    # darling, aime25: c = 1, 4, 6 of 8 -> pass@1 = 11/24 = 45.8 %; pass@8 = 100 %.
+    assert "| darling | 45.8 / 100.0 (8) | 45.8 / 100.0 (8) | 45.8 / 100.0 (8) |" in table
+    # base: c = 0, 1, 2 -> pass@1 = 3/24 = 12.5 %; pass@8 = 2/3 = 66.7 %.
+    assert "| base | 12.5 / 66.7 (8)" in table
+    # NoveltyBench: grpo distinct (2+2)/2 = 2.00, quality 7.50, utility 7.5*2/10 = 1.50.
+    assert "| grpo | 2.00 (of 10) | 1.50 | 7.50 | 2/2 | embedding > 0.8 (stand-in) |" in table
+    report = (tmp_path / "plots" / "report.md").read_text()
+    assert "![quality_vs_diversity](quality_vs_diversity.png)" in report and table in report
+
+
+def test_creative_rows_and_incomplete_runs():
+    rubric = RubricConfig(criteria=["A", "B"], negative_criteria=[])
+    judged = [
+        {
+            "status": "ok",
+            "scores": {"A": 10.0, "B": 14.0},
+            "score": 12.0,
+            "attempts": 1,
+            "key": "x#0",
+        },
+        {"status": "failed", "scores": None, "score": None, "attempts": 4, "key": "y#0"},
+    ]
+    s = summarize_creative(judged, 3, rubric, {"run_name": "c"})
+    table = markdown_table([s])
+    # rubric 12.00 (x5 = 60.0), no Elo, 1 judged, 1 failed, 3 retries; 1 never judged.
+    assert "| c | 12.00 | 60.0 | - | 1 | 1 | 3 |" in table
+    assert "Incomplete (still running or stopped early): c" in table
+    assert s["not_judged"] == 1 and s["per_criterion"] == {"A": 10.0, "B": 14.0}
+
+
+def test_load_summaries_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no summary\.json"):
+        load_summaries([tmp_path])
+    (tmp_path / "summary.json").write_text('{"x": 1}')
+    with pytest.raises(ValueError, match="not an evaluation summary"):
+        load_summaries([tmp_path / "summary.json"])
+
+
+def test_plot_command(run_dirs, tmp_path):
+    out = tmp_path / "cli"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "recipes/plot_runs.py"),
+            *map(str, run_dirs),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" in proc.stdout and "| darling |" in proc.stdout
+    assert_not_blank(out / "pass_at_k_average.png")
+    assert_not_blank(out / "quality_vs_diversity.png")

@@ -1,0 +1,73 @@
+"""recipes/darling_math.py and darling_wildchat.py up to the point NeMo-RL is needed (no GPU).
+
+The NeMo-RL part itself (setup + grpo_train with the hook) runs in
+tests/test_nemo_rl_integration.py when nemo_rl is importable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def recipe(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("darling_math", "conf/math_qwen3_4b_darling.yaml"),
+        ("darling_math", "conf/math_qwen3_14b_grpo.yaml"),
+        ("darling_wildchat", "conf/wildchat_llama8b_darling.yaml"),
+        ("darling_wildchat", "conf/wildchat_llama70b_grpo.yaml"),
+    ],
+)
+def test_dry_run_prints_the_resolved_config(name, config, capsys):
+    endpoints = "darling.judge.endpoints=[http://node7:8000,http://node7:8001]"
+    assert recipe(name).main(["--config", str(REPO / config), "--dry-run", endpoints]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["darling"]["judge"]["endpoints"] == ["http://node7:8000", "http://node7:8001"]
+    assert "defaults" not in printed and "${" not in yaml.safe_dump(printed)
+
+
+def test_config_errors_exit_2_with_every_key_path(capsys):
+    main = recipe("darling_math").main
+    config = str(REPO / "conf/math_qwen3_4b_darling.yaml")
+    assert main(["--config", config, "--dry-run", "grpo.normalise_rewards=true"]) == 2
+    assert "unknown key 'grpo.normalise_rewards'" in capsys.readouterr().err
+    args = ["grpo.normalize_rewards=true", "grpo.async_grpo.enabled=true"]
+    assert main(["--config", config, "--dry-run", *args]) == 2
+    err = capsys.readouterr().err
+    assert "grpo.normalize_rewards=true contradicts darling.normalize_std=false" in err
+    assert "grpo.async_grpo.enabled=true is not supported" in err
+    # a math recipe refuses a reward-model config and the other way round
+    wildchat = str(REPO / "conf/wildchat_llama8b_darling.yaml")
+    assert main(["--config", wildchat, "--dry-run"]) == 2
+    assert "recipes/darling_wildchat.py" in capsys.readouterr().err
+    assert recipe("darling_wildchat").main(["--config", config, "--dry-run"]) == 2
+    assert "recipes/darling_math.py" in capsys.readouterr().err
+
+
+def test_without_nemo_rl_the_recipe_says_how_to_run_it():
+    try:
+        import nemo_rl  # noqa: F401
+
+        pytest.skip("nemo_rl is importable here")
+    except ImportError:
+        pass
+    with pytest.raises(SystemExit) as exc:
+        recipe("darling_math").main(["--config", str(REPO / "conf/math_qwen3_4b_darling.yaml")])
+    message = str(exc.value.code)
+    assert "NeMo-RL v0.4.0" in message and "No module named 'nemo_rl'" in message
+    assert "docker run" in message and "srun --container-image" in message
+    assert "python recipes/darling_math.py --config " in message  # the command to rerun there
+    assert "engine: trl" in message

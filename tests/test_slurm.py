@@ -1,0 +1,627 @@
+"""The slurm/*.sub scripts, run for real with bash against a fake SLURM.
+
+SLURM's CLI cannot run here, so each test puts tiny stand-ins on PATH: `scontrol show
+hostnames` expands a node list, `scontrol show job` names the submitted script, `getent`
+resolves node names to 10.0.0.N, `squeue -o %L` reports the time left. In --dry-run the
+scripts must print every srun / ray / python command and run none (the stand-in `srun`
+fails the test if called). The last tests run without --dry-run against a stand-in `srun`
+that plays the steps (Ray, the classifier servers, the driver) to check waiting, clean-up
+and the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from darling_nemo import plan
+from darling_nemo.config import load_config
+from darling_nemo.schema import ServedJudgeConfig, validate_darling
+
+REPO = Path(__file__).resolve().parent.parent
+SLURM = REPO / "slurm"
+IMAGE = "/images/darling-nemo.sqsh"
+
+FAKE_SCONTROL = r"""#!/usr/bin/env python3
+import os, re, sys
+args = sys.argv[1:]
+if args[:2] == ["show", "hostnames"]:
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", args[2]):
+        m = re.fullmatch(r"(.*)\[(\d+)-(\d+)\]", part)
+        if m:
+            prefix, a, b = m.groups()
+            for i in range(int(a), int(b) + 1):
+                print(f"{prefix}{i:0{len(a)}d}")
+        else:
+            print(part)
+elif args[:2] == ["show", "job"]:
+    print(f"JobId={args[2]} JobName=x\n   Command={os.environ['FAKE_SUBMITTED']} WorkDir=/tmp")
+elif args[:1] == ["requeue"]:
+    open(os.environ["FAKE_LOG"], "a").write("requeue " + " ".join(args[1:]) + "\n")
+else:
+    sys.exit(f"fake scontrol: unsupported {args}")
+"""
+
+FAKE_GETENT = r"""#!/usr/bin/env bash
+# getent ahostsv4 gpu-007 -> 10.0.0.7
+[[ "$1" == ahostsv4 ]] || exit 2
+n=$(echo "$2" | tr -dc '0-9' | sed 's/^0*//')
+echo "10.0.0.${n:-0}   STREAM $2"
+"""
+
+FAKE_SQUEUE = """#!/usr/bin/env bash
+echo "${FAKE_TIME_LEFT:-UNLIMITED}"
+"""
+
+FAIL_SRUN = """#!/usr/bin/env bash
+echo "srun called in a dry run: $*" >&2
+exit 99
+"""
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A fake SLURM on PATH, a results directory and the site values a job needs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in [
+        ("scontrol", FAKE_SCONTROL),
+        ("getent", FAKE_GETENT),
+        ("squeue", FAKE_SQUEUE),
+        ("srun", FAIL_SRUN),
+    ]:
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    for d in ("results", "data", "hf"):
+        (tmp_path / d).mkdir()
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(REPO),
+        "DARLING_PYTHON": sys.executable,
+        "FAKE_LOG": str(tmp_path / "fake.log"),
+        # site values
+        "CONTAINER_IMAGE": IMAGE,
+        "RESULTS_DIR": str(tmp_path / "results"),
+        "DATA_DIR": str(tmp_path / "data"),
+        "HF_HOME": str(tmp_path / "hf"),
+        "CONTAINER_MOUNTS": "/lustre/scratch:/lustre/scratch",
+        "GPU_MEMORY_GIB": "79.6",
+        "WANDB_API_KEY": "wandb-secret-0123456789",
+        "DARLING_SITE_ENV": str(tmp_path / "site.env"),
+    }
+    (tmp_path / "site.env").write_text("# empty site file: everything is in the environment\n")
+
+    class Cluster:
+        path = tmp_path
+        bin = bin_dir
+
+        def job(self, script: str, nodes: int, job_id: int = 4242, **extra: str) -> dict:
+            """The environment of an sbatch allocation of `nodes` nodes named gpu-001..."""
+            job_env = dict(env)
+            job_env.update(
+                SLURM_JOB_ID=str(job_id),
+                SLURM_JOB_NAME=f"darling-{Path(script).stem}",
+                SLURM_JOB_NODELIST=f"gpu-[001-{nodes:03d}]",
+                SLURM_JOB_NUM_NODES=str(nodes),
+                SLURM_GPUS_ON_NODE="8",
+                SLURM_SUBMIT_DIR=str(REPO),
+                SLURM_RESTART_COUNT="0",
+                FAKE_SUBMITTED=str(SLURM / script),
+            )
+            job_env.update(extra)
+            return job_env
+
+        def run(self, script: str, env: dict, *args: str, timeout: int = 120):
+            return subprocess.run(
+                ["bash", str(SLURM / script), *args],
+                env=env,
+                cwd=tmp_path,  # not the checkout: the script must find it itself
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+
+    return Cluster()
+
+
+def commands(stdout: str) -> list[list[str]]:
+    """The printed `+ cmd args` lines, as argv lists."""
+    return [shlex.split(line[2:]) for line in stdout.splitlines() if line.startswith("+ ")]
+
+
+def srun_parts(argv: list[str]) -> tuple[dict[str, str], str, list[str]]:
+    """(srun --options, the -w node, the command run in the container)."""
+    assert argv[0] == "srun", argv
+    options, node, i = {}, "", 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-w":
+            node, i = argv[i + 1], i + 2
+        elif arg.startswith("--"):
+            key, _, value = arg[2:].partition("=")
+            options[key] = value
+            i += 1
+        else:
+            break
+    return options, node, argv[i:]
+
+
+def by_role(stdout: str) -> dict[str, list[tuple[dict, str, list[str]]]]:
+    roles: dict[str, list] = {}
+    for argv in commands(stdout):
+        if argv[0] != "srun":
+            roles.setdefault(argv[0], []).append(argv)
+            continue
+        options, node, cmd = srun_parts(argv)
+        text = " ".join(cmd)
+        if "darling_nemo.plan" in text:
+            role = "plan"
+        elif "ray start --head" in text:
+            role = "head"
+        elif "ray start" in text:
+            role = "worker"
+        elif "ray status" in text:
+            role = "status"
+        elif "darling_nemo.serve_classifiers" in text:
+            role = "classifiers"
+        elif cmd[:2] == ["python", "recipes/darling_wildchat.py"] or cmd[:2] == [
+            "python",
+            "recipes/darling_math.py",
+        ]:
+            role = "driver"
+        else:
+            raise AssertionError(f"unexpected command {argv}")
+        roles.setdefault(role, []).append((options, node, cmd))
+    return roles
+
+
+def override(cmd: list[str], key: str) -> str | None:
+    values = [a.split("=", 1)[1] for a in cmd if a.startswith(key + "=")]
+    assert len(values) <= 1, values
+    return values[0] if values else None
+
+
+def assert_recipe_accepts(driver_cmd: list[str]) -> None:
+    """Run the driver's command line through the real recipe's --dry-run (no NeMo-RL needed)."""
+    assert driver_cmd[0] == "python"
+    res = subprocess.run(
+        [sys.executable, *driver_cmd[1:], "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def driver_overrides(cmd: list[str]) -> list[str]:
+    i = cmd.index("--config")
+    return cmd[i + 2 :]
+
+
+# ---------------------------------------------------------------------------------------------
+# Dry runs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_llama70b_dry_run_composes_the_whole_job(cluster):
+    env = cluster.job("llama70b_wildchat.sub", nodes=6, FAKE_TIME_LEFT="1-00:00:00")
+    res = cluster.run("llama70b_wildchat.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    roles = by_role(out)
+
+    # The memory plan ran (here, since this is a dry run) and printed its verdict.
+    assert "Verdict:" in out and "DOES NOT FIT" not in out
+    ((_, plan_node, plan_cmd),) = roles["plan"]
+    assert plan_node == "gpu-001" and "--check" in plan_cmd
+    assert plan_cmd[:4] == [
+        "python",
+        "-m",
+        "darling_nemo.plan",
+        "conf/wildchat_llama70b_darling.yaml",
+    ]
+
+    # Ray: head on the first node, a worker on each of the next 4 (cluster.num_nodes = 5:
+    # 4 policy nodes + the reward model node), 8 GPUs each, joined at the head's address.
+    ((head_opts, head_node, head_cmd),) = roles["head"]
+    assert head_node == "gpu-001"
+    assert "--node-ip-address=10.0.0.1" in head_cmd and "--port=6379" in head_cmd
+    workers = roles["worker"]
+    assert [node for _, node, _ in workers] == ["gpu-002", "gpu-003", "gpu-004", "gpu-005"]
+    for opts, _, cmd in [(head_opts, head_node, head_cmd), *workers]:
+        assert "--num-gpus=8" in cmd and "--block" in cmd
+        assert opts["nodes"] == "1" and opts["ntasks"] == "1"
+    for _, node, cmd in workers:
+        assert "--address=10.0.0.1:6379" in cmd
+        assert f"--node-ip-address=10.0.0.{int(node[-3:])}" in cmd
+
+    # Containers: one image, the site mounts, the checkout's place in the image, per-job
+    # container names (no state shared between jobs or restarts).
+    every_srun = [srun_parts(a) for a in commands(out) if a[0] == "srun"]
+    for opts, _, _ in every_srun:
+        assert opts["container-image"] == IMAGE
+        assert opts["container-workdir"] == "/opt/darling-nemo"
+        mounts = opts["container-mounts"].split(",")
+        assert f"{env['RESULTS_DIR']}:{env['RESULTS_DIR']}" in mounts
+        assert f"{env['DATA_DIR']}:/opt/darling-nemo/data" in mounts
+        assert f"{env['HF_HOME']}:{env['HF_HOME']}" in mounts
+        assert "/lustre/scratch:/lustre/scratch" in mounts
+        assert opts["container-name"].startswith("darling-4242-r0-")
+        assert "no-container-mount-home" in opts
+    assert head_opts["container-name"] == "darling-4242-r0-head"
+
+    # Classifiers: their own node (the 6th), 8 GPUs, ports 8000-8007.
+    ((_, clf_node, clf_cmd),) = roles["classifiers"]
+    assert clf_node == "gpu-006"
+    assert "model=dogtooth/similarity-classifier-f168-hf" in clf_cmd
+    assert "gpus=[0,1,2,3,4,5,6,7]" in clf_cmd and "base_port=8000" in clf_cmd
+    assert "advertise_host=gpu-006" in clf_cmd
+
+    # The driver: on the head node, in the head container, the recipe with its config.
+    ((drv_opts, drv_node, drv_cmd),) = roles["driver"]
+    assert drv_node == "gpu-001" and drv_opts["container-name"] == "darling-4242-r0-head"
+    assert drv_opts["export"] == "ALL,RAY_ADDRESS=10.0.0.1:6379"
+    assert drv_cmd[:4] == [
+        "python",
+        "recipes/darling_wildchat.py",
+        "--config",
+        "conf/wildchat_llama70b_darling.yaml",
+    ]
+    endpoints = [f"http://gpu-006:{8000 + k}" for k in range(8)]
+    assert override(drv_cmd, "darling.judge.endpoints") == "[" + ",".join(endpoints) + "]"
+    run_dir = f"{env['RESULTS_DIR']}/darling-llama70b_wildchat-4242"
+    assert override(drv_cmd, "checkpointing.checkpoint_dir") == f"{run_dir}/checkpoints"
+    assert override(drv_cmd, "logger.log_dir") == f"{run_dir}/logs"
+    # 24 h left minus the 20 min margin: NeMo-RL saves by then.
+    assert override(drv_cmd, "checkpointing.checkpoint_must_save_by") == "00:23:40:00"
+    assert override(drv_cmd, "logger.wandb_enabled") == "true"
+    # The key reaches the containers through the environment, never the log.
+    assert env["WANDB_API_KEY"] not in out + res.stderr
+    assert "WANDB_API_KEY=<set, hidden>" in out
+
+    # Every override the launcher adds is a valid key of the config (strict loading), and
+    # the endpoints are what the served judge's schema reads.
+    cfg = load_config(REPO / "conf/wildchat_llama70b_darling.yaml", driver_overrides(drv_cmd))
+    judge = validate_darling(cfg["darling"]).judge
+    assert isinstance(judge, ServedJudgeConfig)
+    assert [e.url for e in judge.endpoints] == endpoints
+
+    # The recipe itself accepts the composed command line (its --dry-run validates the
+    # config, the overrides and the darling: section against NeMo-RL's keys).
+    assert_recipe_accepts(drv_cmd)
+
+    # Order: plan, classifiers, Ray head, workers, status, driver.
+    order = [a[-1] if a[0] != "srun" else " ".join(srun_parts(a)[2][:3]) for a in commands(out)]
+    assert order[0].startswith("python -m darling_nemo.plan")
+    assert order[-1].startswith("python recipes/darling_wildchat.py")
+    assert not (cluster.path / "fake.log").exists()  # nothing was requeued
+
+
+def test_sbatch_header_matches_each_job_config(cluster):
+    """#SBATCH --nodes = cluster.num_nodes of the job's config + 1 classifier node."""
+    for script, config in [
+        ("llama70b_wildchat.sub", "conf/wildchat_llama70b_darling.yaml"),
+        ("llama8b_wildchat.sub", "conf/wildchat_llama8b_darling.yaml"),
+        ("qwen3_4b_math.sub", "conf/math_qwen3_4b_darling.yaml"),
+    ]:
+        text = (SLURM / script).read_text()
+        assert f"JOB_CONFIG={config}" in text
+        header_nodes = int(re.search(r"^#SBATCH --nodes=(\d+)$", text, re.M).group(1))
+        cfg = load_config(REPO / config)
+        assert header_nodes == cfg["cluster"]["num_nodes"] + 1, script
+        assert plan.read_layout(cfg).darling.judge.kind == "served"
+
+
+def test_no_site_values_in_the_scripts():
+    for path in [*SLURM.glob("*.sub"), SLURM / "common.sh"]:
+        text = path.read_text()
+        assert not re.search(r"^#SBATCH\s+(-A|-p|--account|--partition)\b", text, re.M), path
+        assert "/lustre" not in text and "nvcr.io" not in text, path
+
+
+@pytest.mark.parametrize(
+    ("script", "nodes", "recipe", "config", "classifier", "workers"),
+    [
+        (
+            "llama8b_wildchat.sub",
+            3,
+            "recipes/darling_wildchat.py",
+            "conf/wildchat_llama8b_darling.yaml",
+            "dogtooth/similarity-classifier-f168-hf",
+            1,
+        ),
+        (
+            "qwen3_4b_math.sub",
+            9,
+            "recipes/darling_math.py",
+            "conf/math_qwen3_4b_darling.yaml",
+            "dogtooth/qwen3-4b-emb-finetuned-step-70-hf",
+            7,
+        ),
+    ],
+)
+def test_other_jobs_dry_run(cluster, script, nodes, recipe, config, classifier, workers):
+    env = cluster.job(script, nodes=nodes)
+    res = cluster.run(script, env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    roles = by_role(res.stdout)
+    assert len(roles["worker"]) == workers
+    ((_, clf_node, clf_cmd),) = roles["classifiers"]
+    assert clf_node == f"gpu-{nodes:03d}" and f"model={classifier}" in clf_cmd
+    ((_, _, drv_cmd),) = roles["driver"]
+    assert drv_cmd[1:4] == [recipe, "--config", config]
+    assert override(drv_cmd, "darling.judge.endpoints").startswith(f"[http://gpu-{nodes:03d}:8000,")
+    # No time limit reported: no save deadline.
+    assert override(drv_cmd, "checkpointing.checkpoint_must_save_by") is None
+    assert_recipe_accepts(drv_cmd)
+
+
+def test_dry_run_without_an_allocation_pretends_nodes(cluster):
+    env = {
+        k: v
+        for k, v in cluster.job("llama8b_wildchat.sub", 3).items()
+        if not k.startswith("SLURM_")
+    }
+    env["DARLING_ROOT"] = str(REPO)
+    res = cluster.run("llama8b_wildchat.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    roles = by_role(res.stdout)
+    assert roles["head"][0][1] == "node001" and roles["classifiers"][0][1] == "node003"
+    assert "pretending nodes node001 node002 node003" in res.stdout
+
+
+def test_grpo_baseline_with_external_classifiers(cluster):
+    """CONFIG switches the recipe config; CLASSIFIER_ENDPOINTS (a serve_classifiers job)
+    replaces the classifier node; user overrides reach the plan and the driver."""
+    env = cluster.job(
+        "llama70b_wildchat.sub",
+        nodes=5,
+        CONFIG="conf/wildchat_llama70b_grpo.yaml",
+        CLASSIFIER_ENDPOINTS="http://gpu-100:8000,http://gpu-100:8001",
+        RUN_NAME="grpo70b",
+        WANDB_API_KEY="",
+    )
+    res = cluster.run("llama70b_wildchat.sub", env, "--dry-run", "grpo.max_num_steps=7")
+    assert res.returncode == 0, res.stderr
+    roles = by_role(res.stdout)
+    assert "classifiers" not in roles
+    ((_, _, plan_cmd),) = roles["plan"]
+    assert "grpo.max_num_steps=7" in plan_cmd
+    ((_, _, drv_cmd),) = roles["driver"]
+    assert drv_cmd[3] == "conf/wildchat_llama70b_grpo.yaml"
+    assert override(drv_cmd, "grpo.max_num_steps") == "7"
+    assert (
+        override(drv_cmd, "darling.judge.endpoints") == "[http://gpu-100:8000,http://gpu-100:8001]"
+    )
+    assert override(drv_cmd, "logger.wandb_enabled") is None
+    assert (
+        override(drv_cmd, "checkpointing.checkpoint_dir")
+        == f"{env['RESULTS_DIR']}/grpo70b/checkpoints"
+    )
+    assert_recipe_accepts(drv_cmd)
+
+
+def test_lexical_judge_needs_no_classifiers(cluster):
+    env = cluster.job("llama8b_wildchat.sub", nodes=2)
+    res = cluster.run("llama8b_wildchat.sub", env, "--dry-run", "darling.judge={kind: lexical}")
+    assert res.returncode == 0, res.stderr
+    roles = by_role(res.stdout)
+    assert "classifiers" not in roles
+    assert override(roles["driver"][0][2], "darling.judge.endpoints") is None
+
+
+def test_classifiers_on_spare_gpus_of_a_one_node_run(cluster):
+    env = cluster.job("qwen3_4b_math.sub", nodes=1, CLASSIFIER_PLACEMENT="gpus")
+    overrides = ["cluster.num_nodes=1", "cluster.gpus_per_node=6", "grpo.num_prompts_per_step=24"]
+    res = cluster.run("qwen3_4b_math.sub", env, "--dry-run", *overrides)
+    assert res.returncode == 0, res.stderr
+    roles = by_role(res.stdout)
+    ((_, node, head_cmd),) = roles["head"]
+    assert head_cmd[:2] == ["env", "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5"]
+    assert "--num-gpus=6" in head_cmd and "worker" not in roles
+    ((_, clf_node, clf_cmd),) = roles["classifiers"]
+    assert clf_node == node == "gpu-001" and "gpus=[6,7]" in clf_cmd
+
+
+def test_resume_reports_the_newest_checkpoint(cluster):
+    env = cluster.job("llama8b_wildchat.sub", nodes=3, RUN_NAME="run_a", SLURM_RESTART_COUNT="2")
+    ckpt = Path(env["RESULTS_DIR"]) / "run_a" / "checkpoints"
+    for step in ("step_9", "step_100", "step_20", "tmp_step_150"):
+        (ckpt / step).mkdir(parents=True)
+    res = cluster.run("llama8b_wildchat.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert f"resuming from {ckpt}/step_100 (restart 2)" in res.stdout
+    roles = by_role(res.stdout)
+    assert roles["head"][0][0]["container-name"] == "darling-4242-r2-head"
+    assert override(roles["driver"][0][2], "checkpointing.checkpoint_dir") == str(ckpt)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"CONTAINER_IMAGE": ""}, "CONTAINER_IMAGE is not set"),
+        ({"RESULTS_DIR": ""}, "RESULTS_DIR is not set"),
+        (
+            {"SLURM_JOB_NODELIST": "gpu-[001-005]", "SLURM_JOB_NUM_NODES": "5"},
+            "needs 6 nodes (cluster.num_nodes=5 + 1 classifier node; judge served, classifiers node)",
+        ),
+        ({"SLURM_JOB_NUM_NODES": "7"}, "SLURM_JOB_NUM_NODES=7 but the node list has 6 nodes"),
+        ({"CONFIG": "conf/nope.yaml"}, "CONFIG=conf/nope.yaml: no such file"),
+        ({"DARLING_SITE_ENV": "/nonexistent/site.env"}, "DARLING_SITE_ENV=/nonexistent/site.env"),
+        (
+            {
+                "CLASSIFIER_PLACEMENT": "gpus",
+                "SLURM_JOB_NODELIST": "gpu-[001-005]",
+                "SLURM_JOB_NUM_NODES": "5",
+            },
+            "CLASSIFIER_PLACEMENT=gpus needs cluster.num_nodes=1",
+        ),
+        ({"GPUS_PER_NODE": "4"}, "cluster.gpus_per_node=8 but the nodes have 4 GPUs"),
+    ],
+)
+def test_clear_errors(cluster, change, message):
+    env = cluster.job("llama70b_wildchat.sub", nodes=6)
+    env.update(change)
+    res = cluster.run("llama70b_wildchat.sub", env, "--dry-run")
+    assert res.returncode != 0
+    assert message in res.stderr
+    assert not any(a[-1:] == ["--block"] for a in commands(res.stdout)), "Ray started anyway"
+
+
+def test_a_config_that_does_not_fit_stops_before_launch(cluster):
+    env = cluster.job("llama70b_wildchat.sub", nodes=6)
+    no_parallelism = [
+        "policy.megatron_cfg.tensor_model_parallel_size=1",
+        "policy.megatron_cfg.pipeline_model_parallel_size=1",
+        "policy.megatron_cfg.sequence_parallel=false",
+    ]
+    res = cluster.run("llama70b_wildchat.sub", env, "--dry-run", *no_parallelism)
+    assert res.returncode != 0
+    assert "DOES NOT FIT" in res.stdout and "memory plan failed" in res.stderr
+    assert set(by_role(res.stdout)) == {"plan"}
+    # DARLING_SKIP_PLAN=1: printed, not enforced.
+    env["DARLING_SKIP_PLAN"] = "1"
+    res = cluster.run("llama70b_wildchat.sub", env, "--dry-run", *no_parallelism)
+    assert res.returncode == 0, res.stderr
+    assert "DOES NOT FIT" in res.stdout and "driver" in by_role(res.stdout)
+
+
+def test_serve_classifiers_dry_run_is_accepted_by_darling_serve_classifiers(cluster):
+    env = cluster.job(
+        "serve_classifiers.sub", nodes=1, CLASSIFIER_MODEL="/models/clf", CLASSIFIER_GPUS="4"
+    )
+    res = cluster.run("serve_classifiers.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    ((opts, node, cmd),) = by_role(res.stdout)["classifiers"]
+    assert node == "gpu-001" and opts["container-image"] == IMAGE
+    assert (
+        "CLASSIFIER_ENDPOINTS=http://gpu-001:8000,http://gpu-001:8001,http://gpu-001:8002,http://gpu-001:8003"
+        in res.stdout
+    )
+    # The real darling-serve-classifiers accepts exactly these arguments.
+    check = subprocess.run(
+        [sys.executable, *cmd[1:], "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.count("--task classify") == 4
+    del env["CLASSIFIER_MODEL"]
+    res = cluster.run("serve_classifiers.sub", env, "--dry-run")
+    assert res.returncode != 0 and "CLASSIFIER_MODEL is not set" in res.stderr
+
+
+def test_unknown_option_is_refused(cluster):
+    res = cluster.run("llama8b_wildchat.sub", cluster.job("llama8b_wildchat.sub", 3), "--dryrun")
+    assert res.returncode != 0 and "unknown option --dryrun" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Not a dry run: a stand-in srun plays the steps
+# ---------------------------------------------------------------------------------------------
+
+PLAY_SRUN = textwrap.dedent(
+    r"""
+    #!/usr/bin/env python3
+    # Stand-in for srun inside an allocation: parse the options, play the container command.
+    import os, re, subprocess, sys, time
+    args = sys.argv[1:]
+    out, i = None, 0
+    while i < len(args):
+        if args[i] == "-w":
+            i += 2
+        elif args[i].startswith("--"):
+            if args[i].startswith("--output="):
+                out = args[i].split("=", 1)[1]
+            i += 1
+        else:
+            break
+    cmd = args[i:]
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(" ".join(cmd) + "\n")
+    text = " ".join(cmd)
+    sink = open(out, "w") if out else sys.stdout
+    if "darling_nemo.plan" in text:  # run it for real, in the checkout (the container's workdir)
+        sys.exit(subprocess.call([sys.executable, *cmd[1:]], stdout=sink, stderr=subprocess.STDOUT,
+                                 cwd=os.environ["FAKE_CONTAINER_WORKDIR"]))
+    if "ray status" in text:
+        sink.write("Resources\n Usage:\n 0.0/128.0 CPU\n 0.0/%s GPU\n" % os.environ["FAKE_RAY_GPUS"])
+        sys.exit(0)
+    if "serve_classifiers" in text:
+        endpoints = [a.split("=", 1)[1] for a in cmd if a.startswith("endpoints_file=")][0]
+        open(endpoints, "w").write("endpoints: []\n")
+        os.execvp("sleep", ["sleep", "300"])
+    if "ray start" in text:
+        os.execvp("sleep", ["sleep", "300"])
+    if "recipes/" in text:
+        time.sleep(0.5)
+        sys.exit(int(os.environ["FAKE_DRIVER_RC"]))
+    sys.exit(f"unexpected command {cmd}")
+    """
+).lstrip()
+
+
+@pytest.mark.parametrize("driver_rc", [0, 7])
+def test_real_mode_waits_cleans_up_and_propagates_the_exit_code(cluster, driver_rc):
+    (cluster.bin / "srun").write_text(PLAY_SRUN)
+    env = cluster.job(
+        "llama8b_wildchat.sub",
+        nodes=3,
+        FAKE_RAY_GPUS="16.0",  # 2 Ray nodes x 8
+        FAKE_DRIVER_RC=str(driver_rc),
+        FAKE_CONTAINER_WORKDIR=str(REPO),
+        POLL_S="0.2",
+    )
+    res = cluster.run("llama8b_wildchat.sub", env)
+    assert res.returncode == driver_rc, res.stdout + res.stderr
+    assert f"driver exited with {driver_rc}" in res.stdout
+    played = (cluster.path / "fake.log").read_text().splitlines()
+    roles = ("plan", "serve_classifiers", "ray status", "--head", "--address", "recipes/")
+    kinds = [next(k for k in roles if k in line) for line in played]
+    # plan, classifiers, head, the one worker, status polls until 16 GPUs, the driver.
+    assert kinds[:4] == ["plan", "serve_classifiers", "--head", "--address"]
+    assert kinds[4:-1] and set(kinds[4:-1]) == {"ray status"}
+    assert kinds[-1] == "recipes/"
+    log_dir = Path(env["RESULTS_DIR"]) / "darling-llama8b_wildchat-4242" / "slurm" / "4242-r0"
+    assert "CFG_NUM_NODES=2" in (log_dir / "layout.env").read_text()
+    assert "Verdict:" in (log_dir / "plan.log").read_text()
+    # The background steps (Ray, classifier servers: `sleep 300` here) were stopped.
+    leftover = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True)
+    mine = [pid for pid in leftover.stdout.split() if _environ_has(pid, env["FAKE_LOG"])]
+    assert mine == []
+
+
+def _environ_has(pid: str, marker: str) -> bool:
+    try:
+        return marker.encode() in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+def test_real_mode_fails_fast_when_ray_never_comes_up(cluster):
+    (cluster.bin / "srun").write_text(PLAY_SRUN)
+    env = cluster.job(
+        "llama8b_wildchat.sub",
+        nodes=3,
+        FAKE_RAY_GPUS="8.0",  # a worker never joined
+        FAKE_DRIVER_RC="0",
+        FAKE_CONTAINER_WORKDIR=str(REPO),
+        POLL_S="0.2",
+        RAY_START_TIMEOUT_S="2",
+    )
+    res = cluster.run("llama8b_wildchat.sub", env)
+    assert res.returncode != 0
+    assert "Ray has 8 of 16 GPUs" in res.stderr
+    assert "recipes/" not in (cluster.path / "fake.log").read_text()

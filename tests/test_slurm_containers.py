@@ -1,0 +1,172 @@
+"""containers/: one pin file, a Dockerfile that pins nothing itself, the build and squashfs
+scripts (run with stand-ins for docker and enroot, which cannot run here), verify_stack.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CONTAINERS = REPO / "containers"
+
+
+def pins() -> dict[str, str]:
+    out = subprocess.run(
+        ["bash", "-c", f"set -a; source {CONTAINERS / 'pins.env'}; env -0"],
+        capture_output=True,
+        env={"PATH": os.environ["PATH"]},
+        check=True,
+    ).stdout.decode()
+    names = re.findall(r"^([A-Z_][A-Z0-9_]*)=", (CONTAINERS / "pins.env").read_text(), re.M)
+    values = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+    return {n: values[n] for n in names}
+
+
+def test_every_pin_is_a_build_arg_and_nothing_else_is_pinned():
+    dockerfile = (CONTAINERS / "Dockerfile").read_text()
+    args = set(re.findall(r"^ARG (\w+)$", dockerfile, re.M))
+    assert args == set(pins()) - {"IMAGE_TAG"}
+    code = "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"\b\d+\.\d+\.\d+\b|:v\d|==\d", code), (
+        "a version literal in the Dockerfile"
+    )
+    # The base stack pins restate NeMo-RL v0.4.0's uv.lock (docs: shared nemo-rl-v0.4.0.md).
+    p = pins()
+    assert p["NEMO_RL_IMAGE"].endswith(":v0.4.0") and p["NEMO_RL_REF"] == "v0.4.0"
+    assert (p["TORCH_VERSION"], p["VLLM_VERSION"], p["CUDA_VERSION"]) == ("2.7.1", "0.10.0", "12.8")
+    assert p["TRANSFORMER_ENGINE_VERSION"] == "2.5.0" and p["RAY_VERSION"] == "2.46.0"
+    assert all("==" in pin for pin in p["DARLING_EXTRA_PINS"].split())
+
+
+@pytest.fixture
+def stand_ins(tmp_path):
+    """docker and enroot that only record their arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("docker", "enroot"):
+        script = bin_dir / name
+        script.write_text(
+            f'#!/bin/bash\n{{ printf {name}; printf \' %q\' "$@"; echo; }} >> "$STAND_IN_LOG"\n'
+        )
+        script.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "STAND_IN_LOG": str(tmp_path / "log")}
+    return tmp_path, env
+
+
+def test_build_passes_every_pin_and_the_environment_wins(stand_ins):
+    tmp_path, env = stand_ins
+    env["NEMO_RL_IMAGE"] = "registry.example.com/nemo-rl:mine"
+    res = subprocess.run(
+        [str(CONTAINERS / "build.sh"), "--push"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    argv = shlex.split((tmp_path / "log").read_text())
+    assert argv[:4] == ["docker", "buildx", "build", "--load"]
+    build_args = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
+    expected = {k: v for k, v in pins().items() if k != "IMAGE_TAG"}
+    expected["NEMO_RL_IMAGE"] = "registry.example.com/nemo-rl:mine"
+    assert build_args == expected
+    assert argv[argv.index("--tag") + 1] == pins()["IMAGE_TAG"]
+    assert argv[-2:] == ["--push", str(REPO)]  # extra docker args, then the context
+
+
+def test_build_base_from_nemo_rl_source_at_the_ref(stand_ins):
+    tmp_path, env = stand_ins
+    env.update(BUILD_NEMO_RL_BASE="1", NEMO_RL_REF="r0.4.1")
+    res = subprocess.run(
+        [str(CONTAINERS / "build.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    first, second = (shlex.split(line) for line in (tmp_path / "log").read_text().splitlines())
+    assert (
+        "NRL_GIT_REF=r0.4.1" in first
+        and first[-1] == "https://github.com/NVIDIA-NeMo/RL.git#r0.4.1"
+    )
+    assert "NEMO_RL_IMAGE=nemo-rl:r0.4.1" in second and "NEMO_RL_REF=r0.4.1" in second
+
+
+def test_make_squashfs(stand_ins):
+    tmp_path, env = stand_ins
+    script = str(CONTAINERS / "make_squashfs.sh")
+    out = tmp_path / "images" / "darling.sqsh"
+    res = subprocess.run(
+        [script, "darling-nemo:test", str(out)], env=env, capture_output=True, text=True
+    )
+    assert res.returncode != 0  # the stand-in enroot writes no file, so `ls` fails
+    res = subprocess.run(
+        [script, "docker://nvcr.io#nvidia/x:1", str(out)], env=env, capture_output=True, text=True
+    )
+    log = [shlex.join(shlex.split(line)) for line in (tmp_path / "log").read_text().splitlines()]
+    assert log == [
+        f"enroot import --output {out} dockerd://darling-nemo:test",
+        f"enroot import --output {out} 'docker://nvcr.io#nvidia/x:1'",
+    ]
+    for args, message in [
+        (["img"], "usage"),
+        (["img", str(tmp_path / "x.tar")], "must end in .sqsh"),
+    ]:
+        res = subprocess.run([script, *args], env=env, capture_output=True, text=True)
+        assert res.returncode == 2 and message in res.stderr
+    out.write_text("")
+    res = subprocess.run([script, "img", str(out)], env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and "exists" in res.stderr
+    res = subprocess.run(
+        [script, "img", str(tmp_path / "y.sqsh")],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2 and "enroot not found" in res.stderr
+
+
+def run_verify(*args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [sys.executable, str(CONTAINERS / "verify_stack.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+def test_verify_stack_versions():
+    import pydantic
+
+    ok = run_verify(f"pydantic=={pydantic.VERSION}", "pyyaml")
+    assert ok.returncode == 0 and "ok  pydantic" in ok.stdout
+    bad = run_verify("pydantic==0.0.1", "no-such-dist-xyz==1", "--python", "2.7")
+    assert bad.returncode == 1
+    assert "pydantic: " in bad.stderr and "pinned 0.0.1" in bad.stderr
+    assert "no-such-dist-xyz: not installed" in bad.stderr and "python: " in bad.stderr
+
+
+def test_verify_stack_satisfies_reads_requirements_and_extras(tmp_path):
+    """A made-up installed distribution whose requirements are not all met."""
+    info = tmp_path / "fakepkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n"
+        "Requires-Dist: numpy<1\n"  # installed numpy is newer: unmet
+        "Requires-Dist: pydantic>=2\n"  # met
+        'Requires-Dist: no-such-dist-xyz; extra == "gpu"\n'  # only with [gpu]
+        'Requires-Dist: fakepkg[gpu]; extra == "all"\n'  # self-reference: skipped
+    )
+    res = run_verify("--satisfies", "fakepkg", pythonpath=tmp_path)
+    assert res.returncode == 1
+    assert "fakepkg needs numpy<1" in res.stderr and "no-such-dist-xyz" not in res.stderr
+    res = run_verify("--satisfies", "fakepkg[gpu]", pythonpath=tmp_path)
+    assert "fakepkg needs no-such-dist-xyz" in res.stderr and "not installed" in res.stderr
+    # darling-nemo's own extras are all met in the dev environment.
+    assert run_verify("--satisfies", "darling-nemo[judges,eval]").returncode == 0

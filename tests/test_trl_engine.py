@@ -1,0 +1,260 @@
+"""The TRL adapter on hand-checked batches, its refusals, and TRL seeing exactly the core's advantage.
+
+Arithmetic in the comments. DarlingReward returns the core's advantage; TRL (with
+scale_rewards='none') subtracts the group mean again, which changes nothing because every
+group's advantages already sum to 0 (the property test), and the integration test checks
+that in a real GRPOTrainer step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from darling_nemo.core import darling_batch
+from darling_nemo.mini.task import multiset_judge
+from darling_nemo.schema import DarlingConfig, validate_darling
+from darling_nemo.trl_engine import DarlingReward, completion_text, darling_metrics
+
+
+def constant_quality(values):
+    """A quality function returning fixed values and recording the kwargs it saw."""
+
+    def quality(prompts, completions, **kwargs):
+        quality.seen = kwargs
+        return list(values)
+
+    quality.seen = {}
+    return quality
+
+
+def test_lexical_judge_batch_by_hand():
+    # Group p1 (4 long answers): 0 and 1 are exact duplicates -> classes {0,1},{2},{3};
+    #   diversity (4-2)/3 = 2/3, 2/3, 1, 1; quality 1,1,0,1 -> reward 2/3, 2/3, 0, 1;
+    #   mean 7/12 -> advantage 1/12, 1/12, -7/12, 5/12.
+    # Group p2 (short answers): yes=yes (duplicate), "yes" ~ "yes no" (1 shared word,
+    #   2*1 >= 2), "no" ~ "yes no" likewise -> one class of 4 -> diversity 0 -> floor 0.1;
+    #   quality 1,0,1,1 -> reward .1, 0, .1, .1; mean .075 -> advantage .025, -.075, .025, .025.
+    prompts = ["p1"] * 4 + ["p2"] * 4
+    completions = [
+        "a b c d e f", "a b c d e f", "g h i j k l", "m n o p q r",
+        "yes", "yes", "no", "yes no",
+    ]  # fmt: skip
+    reward = DarlingReward(constant_quality([1, 1, 0, 1, 1, 0, 1, 1]), DarlingConfig(), group_size=4)
+    advantage = reward(prompts, completions)
+    expected = [1 / 12, 1 / 12, -7 / 12, 5 / 12, 0.025, -0.075, 0.025, 0.025]
+    np.testing.assert_allclose(advantage, expected, atol=1e-12)
+    np.testing.assert_allclose(reward.last_batch.diversity, [2 / 3, 2 / 3, 1, 1, 0.1, 0.1, 0.1, 0.1])
+    assert reward.last_batch.num_classes == [3, 1]
+
+
+def test_the_judge_decides_long_answers():
+    # Multiset judge: "1 2 3 4 5 6" ~ "6 5 4 3 2 1" -> classes {0,1},{2},{3};
+    # diversity 2/3, 2/3, 1, 1 = reward (quality 1); mean 5/6 -> -1/6, -1/6, 1/6, 1/6.
+    completions = ["1 2 3 4 5 6", "6 5 4 3 2 1", "1 1 3 4 5 6", "2 2 2 2 2 2"]
+    with_judge = DarlingReward(constant_quality([1] * 4), DarlingConfig(), 4, judge=multiset_judge)
+    np.testing.assert_allclose(with_judge(["S"] * 4, completions), [-1 / 6, -1 / 6, 1 / 6, 1 / 6])
+    # Lexical rules alone: six distinct words each, never equal -> all diversity 1 -> advantage 0.
+    lexical = DarlingReward(constant_quality([1] * 4), DarlingConfig(), 4)
+    np.testing.assert_allclose(lexical(["S"] * 4, completions), [0, 0, 0, 0])
+
+
+def test_grpo_baseline_settings_normalise_by_the_sample_std():
+    # enabled false: reward = quality 1,0,0,1; mean .5; sample std (ddof 1)
+    # sqrt(4 * .25 / 3) = 0.57735 -> advantage +-0.5 / (0.57735 + 1e-6) = +-0.866024.
+    grpo = validate_darling({"enabled": False, "normalize_std": True})
+    reward = DarlingReward(constant_quality([1, 0, 0, 1]), grpo, 4)
+    out = reward(["p"] * 4, ["a b c d e f", "a b c d e f", "x", "y"])
+    scale = 0.5 / (math.sqrt(1 / 3) + 1e-6)
+    np.testing.assert_allclose(out, [scale, -scale, -scale, scale], rtol=1e-12)
+
+
+def test_weighted_quality_functions_skip_none_like_trl():
+    # q = 1*f1 + 2*f2 over the non-None values: [1+1, 2*1, 0, 1] = [2, 2, 0, 1].
+    # Distinct long answers (diversity 1) -> reward = q; mean 1.25 -> .75, .75, -1.25, -.25.
+    f1 = constant_quality([1, None, 0, 1])
+    f2 = constant_quality([0.5, 1, None, None])
+    reward = DarlingReward([f1, f2], DarlingConfig(), 4, weights=[1.0, 2.0])
+    out = reward(["p"] * 4, ["a b c d e f", "g h i j k l", "m n o p q r", "s t u v w x"])
+    np.testing.assert_allclose(out, [0.75, 0.75, -1.25, -0.25])
+    np.testing.assert_allclose(reward.last_batch.quality, [2, 2, 0, 1])
+
+
+def test_a_response_without_any_quality_is_refused():
+    f1 = constant_quality([1, None, 0, 1])
+    with pytest.raises(ValueError, match="returned None for completion 1"):
+        DarlingReward([f1], DarlingConfig(), 4)(["p"] * 4, ["a"] * 4)
+    with pytest.raises(ValueError, match="returned nan for completion 0"):
+        DarlingReward(constant_quality([float("nan")] * 4), DarlingConfig(), 4)(["p"] * 4, ["a"] * 4)
+
+
+def test_kwargs_reach_the_quality_function_and_metrics_reach_log_metric():
+    quality = constant_quality([1, 0, 1, 1])
+    logged: dict[str, float] = {}
+    reward = DarlingReward(quality, DarlingConfig(), 4)
+    reward(
+        ["p"] * 4,
+        ["a b c d e f", "a b c d e f", "x y z", "x y z"],
+        answer=["42"] * 4,
+        log_metric=logged.__setitem__,
+    )
+    assert quality.seen["answer"] == ["42"] * 4
+    # classes {0,1},{2,3}: diversity (4-2)/3 = 2/3 each; correct rows 0, 2, 3 -> 2 classes
+    assert logged["darling/quality_mean"] == pytest.approx(0.75)
+    assert logged["darling/diversity_mean"] == pytest.approx(2 / 3)
+    assert logged["darling/classes_per_group"] == 2
+    assert logged["darling/distinct_correct_per_group"] == 2
+    assert set(logged) == set(reward.last_metrics)
+
+
+def test_groups_must_be_whole_blocks_of_one_prompt():
+    reward = DarlingReward(constant_quality([1] * 6), DarlingConfig(), 4)
+    with pytest.raises(ValueError, match="not a multiple of group_size=4"):
+        reward(["p"] * 6, ["a"] * 6)
+    reward = DarlingReward(constant_quality([1] * 8), DarlingConfig(), 4)
+    with pytest.raises(ValueError, match="rows 0..3 mix prompts"):
+        reward(["p", "p", "q", "q"] * 2, ["a"] * 8)
+    # The same prompt text in two blocks stays two groups (TRL's baseline treats them so).
+    reward = DarlingReward(constant_quality([1, 1, 0, 0, 1, 0, 0, 0]), DarlingConfig(), 4)
+    out = reward(["p"] * 8, [f"w{i} x y z u v" for i in range(8)])
+    np.testing.assert_allclose(out, [0.5, 0.5, -0.5, -0.5, 0.75, -0.25, -0.25, -0.25])
+
+
+def test_conversational_completions_are_read_as_text():
+    assert completion_text([{"role": "assistant", "content": "hi there"}]) == "hi there"
+    assert completion_text("plain") == "plain"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    groups=st.integers(1, 4),
+    size=st.integers(2, 6),
+    data=st.data(),
+    baseline=st.sampled_from(["mean", "leave_one_out"]),
+    normalize_std=st.booleans(),
+    fusion=st.sampled_from(["multiplicative", "additive", "quality_only"]),
+)
+def test_advantages_have_zero_group_mean_so_trl_passes_them_through(
+    groups, size, data, baseline, normalize_std, fusion
+):
+    n = groups * size
+    quality = data.draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n))
+    words = data.draw(st.lists(st.sampled_from(["a b c d e f", "a", "b", "a b"]), min_size=n, max_size=n))
+    cfg = validate_darling({"baseline": baseline, "normalize_std": normalize_std, "fusion": fusion})
+    reward = DarlingReward(constant_quality(quality), cfg, size)
+    out = np.asarray(reward([f"p{i // size}" for i in range(n)], words))
+    # TRL with scale_rewards="none": A = r - mean_group(r). Applying it changes nothing.
+    trl_view = out - out.reshape(groups, size).mean(axis=1).repeat(size)
+    np.testing.assert_allclose(trl_view, out, atol=1e-9)
+    core = darling_batch(words, quality, [i // size for i in range(n)], None, cfg.settings())
+    np.testing.assert_allclose(out, core.advantage)
+
+
+# ------------------------------------------------------------------------- TRL settings
+
+
+def grpo_config(tmp_path, **overrides):
+    from trl import GRPOConfig
+
+    base = dict(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        scale_rewards="none",
+        loss_type="bnpo",
+        report_to=[],
+    )
+    return GRPOConfig(**{**base, **overrides})
+
+
+def test_consistent_trl_settings_pass(tmp_path):
+    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4)
+    reward.check_trainer_args(grpo_config(tmp_path), [reward])
+    reward.check_trainer_args(grpo_config(tmp_path, loss_type="dapo"), [reward])
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ({"scale_rewards": "group"}, ["scale_rewards='group'", "darling.normalize_std"]),
+        ({"scale_rewards": "batch"}, ["scale_rewards='batch'"]),
+        ({"loss_type": "grpo"}, ["loss_type='grpo'", "token-level"]),
+        ({"loss_type": "dr_grpo"}, ["loss_type='dr_grpo'"]),
+        ({"multi_objective_aggregation": "normalize_then_sum"}, ["multi_objective_aggregation"]),
+        ({"num_generations": 8}, ["num_generations=8", "group_size=4"]),
+        ({"reward_weights": [2.0]}, ["reward_weights"]),
+    ],
+)
+def test_contradicting_trl_settings_are_refused_by_name(tmp_path, override, words):
+    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4)
+    with pytest.raises(ValueError, match="contradict DARLING") as err:
+        reward.check_trainer_args(grpo_config(tmp_path, **override), [reward])
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_other_reward_functions_next_to_the_adapter_are_refused(tmp_path):
+    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4)
+    with pytest.raises(ValueError, match="reward_funcs must be"):
+        reward.check_trainer_args(grpo_config(tmp_path), [reward, constant_quality([1])])
+
+
+def test_darling_metrics_names():
+    batch = darling_batch(["a", "a", "b c d e f g"], [1, 0, 1], [0, 0, 0], None, DarlingConfig().settings())
+    metrics = darling_metrics(batch)
+    assert all(name.startswith("darling/") and math.isfinite(v) for name, v in metrics.items())
+    # classes {0,1},{2}; correct rows 0 and 2 are in two classes
+    assert metrics["darling/distinct_correct_per_group"] == 2
+
+
+# ------------------------------------------------------------------- inside a real TRL step
+
+
+def test_trl_trains_on_exactly_the_core_advantage(tmp_path, monkeypatch):
+    """One real GRPOTrainer step: the advantages TRL logs are the adapter's, row for row."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from darling_nemo.trl_engine import (
+        Task,
+        build_policy,
+        grpo_args,
+        length_stand_in_quality,
+        validate_run_config,
+    )
+
+    cfg = validate_run_config(
+        {
+            "engine": "trl",
+            "output_dir": str(tmp_path),
+            "task": {"kind": "chat", "data_path": "unused.jsonl"},
+            "trainer": {"max_steps": 1, "prompts_per_step": 2, "group_size": 4, "max_completion_length": 12},
+            "logging": {"report_to": [], "progress_bar": False},
+        }
+    )
+    rows = [{"prompt": "Tell me a story."}, {"prompt": "Write a poem."}]
+    task = Task(rows, [], length_stand_in_quality(6), judge=None, word_vocabulary=None)
+    model, tokenizer = build_policy(cfg, task)
+    reward = DarlingReward(task.quality, cfg.darling, 4, judge=None)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=grpo_args(cfg, tmp_path),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
+    reward.check_trainer_args(trainer.args, trainer.reward_funcs)
+    trainer.train()
+    # Random characters: word counts differ, so quality (min(words, 6) / 6) varies.
+    assert np.abs(reward.last_batch.advantage).sum() > 0
+    seen_by_trl = np.asarray(list(trainer._logs["advantages"]))  # TRL's own advantage log
+    np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
+    logged = trainer.state.log_history[0]
+    assert logged["darling/quality_mean"] == pytest.approx(reward.last_batch.quality.mean(), rel=1e-6)
