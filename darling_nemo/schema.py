@@ -205,7 +205,7 @@ class RayPoolJudgeConfig(_DerivedThreshold):
     num_gpus_per_actor: float = Field(1.0, ge=0)  # 0 on CPU-only clusters
     num_cpus_per_actor: float = Field(1.0, ge=0)
     pairs_per_task: int = Field(256, ge=1)
-    max_attempts: int = Field(3, ge=1)  # per task; a dead actor is restarted by Ray
+    max_attempts: int = Field(5, ge=1)  # per task; a dead actor is restarted by Ray
     deadline_s: float = Field(900.0, gt=0)
 
     def _derived_threshold(self) -> float:
@@ -271,6 +271,7 @@ class ClassifierTrainConfig(Strict):
     both_orders: bool = True  # train on (a, b) and (b, a): the judge sees one order
     class_weighting: bool = True  # inverse class frequency in the loss
     seed: int = 0
+    device: str = "auto"  # auto: cuda if available, else cpu
     num_threads: int | None = Field(None, ge=1)  # torch CPU threads; None: torch's default
     # evaluation and output
     eval_batch_size: int = Field(32, ge=1)
@@ -492,7 +493,7 @@ class DigitSumTaskConfig(Strict):
     min_digit: int = Field(1, ge=0, le=9)  # 1..6: dice
     max_digit: int = Field(6, ge=0, le=9)
     min_target: int = Field(12, ge=0)
-    max_target: int = Field(30, ge=0)
+    max_target: int = Field(30, ge=0, le=99)  # prompts write the target with two digits
     heldout_every: int = Field(4, ge=2)  # targets min_target + 1 + k * heldout_every: eval only
 
     @model_validator(mode="after")
@@ -582,6 +583,16 @@ class TrlTrainerConfig(Strict):
     save_total_limit: int = Field(2, ge=1)
     logging_steps: int = Field(1, ge=1)
 
+    @model_validator(mode="after")
+    def _whole_mini_batches(self) -> TrlTrainerConfig:
+        rollout = self.prompts_per_step * self.group_size
+        if rollout % self.updates_per_rollout:
+            raise ValueError(
+                f"prompts_per_step * group_size = {rollout} responses do not split into "
+                f"updates_per_rollout={self.updates_per_rollout} equal mini-batches"
+            )
+        return self
+
 
 class EvaluationConfig(Strict):
     """Sampling evaluation on held-out prompts: pass@k and distinct correct answers."""
@@ -592,12 +603,24 @@ class EvaluationConfig(Strict):
     temperature: float = Field(1.0, gt=0.0)
     max_prompts: int | None = Field(None, ge=1)
 
+    @model_validator(mode="after")
+    def _k_within_samples(self) -> EvaluationConfig:
+        bad = [k for k in self.pass_at_k if not 1 <= k <= self.num_samples]
+        if bad:
+            raise ValueError(
+                f"pass_at_k {bad}: every k must be in 1..num_samples={self.num_samples}"
+            )
+        return self
+
 
 class TrlLoggingConfig(Strict):
-    report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=lambda: ["tensorboard"])
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(
+        default_factory=lambda: ["tensorboard"]
+    )
     wandb_project: str = "darling-nemo"
     wandb_mode: Literal["offline", "online"] = "offline"
     progress_bar: bool = True
+    print_metrics: bool = True  # every logged step's metrics on the console (TRL's habit)
 
 
 class TrlRunConfig(Strict):
@@ -607,6 +630,9 @@ class TrlRunConfig(Strict):
     seed: int = 42
     output_dir: str = "runs/trl"
     resume: bool = True  # continue from the newest checkpoint in output_dir
+    # CPU threads for torch (None: torch's default). Tiny models run fastest on 1, and far
+    # slower on 2 when other processes share the cores (threads spin waiting for each other).
+    torch_threads: int | None = Field(None, ge=1)
     policy: PolicyConfig = Field(default_factory=TinyPolicyConfig)
     task: TaskConfig
     trainer: TrlTrainerConfig = Field(default_factory=TrlTrainerConfig)
@@ -614,28 +640,39 @@ class TrlRunConfig(Strict):
     logging: TrlLoggingConfig = Field(default_factory=TrlLoggingConfig)
     darling: DarlingConfig = Field(default_factory=DarlingConfig)
 
+    @model_validator(mode="after")
+    def _digit_sum_has_its_own_judge(self) -> TrlRunConfig:
+        if self.task.kind == "digit_sum" and self.darling.judge.kind != "lexical":
+            raise ValueError(
+                "darling.judge: the digit_sum task decides equivalence by its own rule (same "
+                "digit multiset); leave darling.judge unset"
+            )
+        return self
+
 
 class WarmStartConfig(Strict):
     """Supervised warm start of the miniature's tiny policy (darling_nemo/mini/warm_start.py)."""
 
-    steps: int = Field(150, ge=0)
+    steps: int = Field(200, ge=1)
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(3e-3, gt=0.0)
     zipf_exponent: float = Field(1.0, ge=0.0)  # 0: every correct digit multiset equally often
 
 
 class MiniConfig(Strict):
-    """`recipes/darling_mini.py`: one warm start, then one TRL run per arm, same seed."""
+    """`recipes/darling_mini.py`: per seed, one warm start, then one TRL run per arm."""
 
-    seed: int = 42
+    seeds: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5], min_length=1)
     output_dir: str = "runs/mini"
+    torch_threads: int | None = Field(1, ge=1)  # see TrlRunConfig.torch_threads
     policy: TinyPolicyConfig = Field(default_factory=TinyPolicyConfig)
     task: DigitSumTaskConfig
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
     trainer: TrlTrainerConfig = Field(default_factory=TrlTrainerConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     logging: TrlLoggingConfig = Field(default_factory=TrlLoggingConfig)
-    arms: dict[str, DarlingConfig]  # name -> darling: section; every other setting is shared
+    # name -> darling: section; every other setting is shared. The first arm is the baseline.
+    arms: dict[str, DarlingConfig] = Field(min_length=1)
 
 
 def validate_section(model: type[Strict], section: dict[str, Any], prefix: str = "") -> Any:

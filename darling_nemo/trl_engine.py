@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import time
+import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +39,8 @@ import numpy as np
 
 from darling_nemo.config import save_config
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
-from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.mini.evaluate import QualityFn, evaluate
+from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.schema import (
     ChatTaskConfig,
     DarlingConfig,
@@ -100,14 +100,21 @@ class DarlingReward:
 
     quality_funcs: TRL reward functions measuring quality alone (e.g. a verifier); they
     receive every keyword argument TRL passes (dataset columns, completion_ids, ...).
-    weights: like TRL's `reward_weights`; quality = sum_k w_k * q_k over the functions that
-    did not return None. group_size: TRL's `num_generations`. judge: the pair judge; by
-    default the one `darling.judge` configures.
+    darling: the validated `darling:` section. group_size: TRL's `num_generations`.
+    judge: the pair judge, usually `judges.make_judge(darling.judge)` (None: lexical rules
+    only). weights: like TRL's `reward_weights`; quality = sum_k w_k * q_k over the
+    functions that did not return None.
 
     Rows come from TRL as `group_size` consecutive completions of one prompt; the adapter
     checks that every block has one prompt and uses the block index as the group id (so two
     groups of the same prompt text in one batch stay two groups, as TRL's baseline treats
     them).
+
+        judge = make_judge(darling_cfg.judge)
+        reward = DarlingReward(my_verifier, darling_cfg, group_size=8, judge=judge)
+        trainer = GRPOTrainer(model, reward_funcs=[reward], args=GRPOConfig(
+            num_generations=8, scale_rewards="none", loss_type="bnpo", ...), ...)
+        reward.check_trainer_args(trainer.args, trainer.reward_funcs)
     """
 
     __name__ = "darling"  # TRL logs reward functions by name
@@ -118,10 +125,13 @@ class DarlingReward:
         | Sequence[Callable[..., Sequence[float | None]]],
         darling: DarlingConfig,
         group_size: int,
+        *,
+        judge: PairJudge | None,
         weights: Sequence[float] | None = None,
-        judge: PairJudge | None | str = "from_config",
     ) -> None:
-        self.quality_funcs = list(quality_funcs) if isinstance(quality_funcs, Sequence) else [quality_funcs]
+        self.quality_funcs = (
+            list(quality_funcs) if isinstance(quality_funcs, Sequence) else [quality_funcs]
+        )
         if not self.quality_funcs:
             raise ValueError("DarlingReward needs at least one quality reward function")
         self.weights = [1.0] * len(self.quality_funcs) if weights is None else list(weights)
@@ -134,14 +144,10 @@ class DarlingReward:
         self.darling = darling
         self.settings = darling.settings()
         self.group_size = group_size
-        if judge == "from_config":
-            from darling_nemo.judges import make_judge
-
-            self.judge = make_judge(darling.judge)
-        else:
-            self.judge = judge  # type: ignore[assignment]
+        self.judge = judge
         self.last_batch: DarlingBatch | None = None
         self.last_metrics: dict[str, float] = {}
+        self._warned_no_log_metric = False
 
     def quality(
         self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
@@ -198,10 +204,18 @@ class DarlingReward:
         metrics = darling_metrics(batch)
         metrics["darling/seconds"] = time.perf_counter() - started
         self.last_batch, self.last_metrics = batch, metrics
-        log_metric = kwargs.get("log_metric")  # TRL passes it to reward functions
+        log_metric = kwargs.get("log_metric")  # recent TRL (1.16 does) passes it
         if log_metric is not None:
             for name, value in metrics.items():
                 log_metric(name, value)
+        elif "trainer_state" in kwargs and not self._warned_no_log_metric:
+            self._warned_no_log_metric = True
+            warnings.warn(
+                "this TRL does not pass `log_metric` to reward functions: the darling/* "
+                "metrics are not logged (they stay in DarlingReward.last_metrics); TRL 1.16 "
+                "passes it",
+                stacklevel=2,
+            )
         return batch.advantage.tolist()
 
     def check_trainer_args(self, args: Any, reward_funcs: Sequence[Any] | None = None) -> None:
@@ -259,7 +273,9 @@ class DarlingReward:
 def digit_sum_quality(task: DigitSum) -> QualityFn:
     """1.0 for an answer of the right length, digits and total, else 0.0."""
 
-    def digit_sum_correct(prompts: Sequence[str], completions: Sequence[Any], **_: Any) -> list[float]:
+    def digit_sum_correct(
+        prompts: Sequence[str], completions: Sequence[Any], **_: Any
+    ) -> list[float]:
         return [
             float(task.is_correct(p, completion_text(c)))
             for p, c in zip(prompts, completions, strict=True)
@@ -287,8 +303,12 @@ def math_verify_quality(
 def length_stand_in_quality(target_words: int) -> QualityFn:
     """STAND-IN, not a quality measure: min(words, target) / target. Smoke runs only."""
 
-    def length_stand_in(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
-        return [min(len(completion_text(c).split()), target_words) / target_words for c in completions]
+    def length_stand_in(
+        prompts: Sequence[Any], completions: Sequence[Any], **_: Any
+    ) -> list[float]:
+        return [
+            min(len(completion_text(c).split()), target_words) / target_words for c in completions
+        ]
 
     return length_stand_in
 
@@ -315,15 +335,15 @@ class RewardModelQuality:
         self.cfg = cfg
 
     def render(self, prompt: Any, completion: Any) -> str:
-        prompt_text = prompt if isinstance(prompt, str) else completion_text(prompt)
+        prompt_str = prompt if isinstance(prompt, str) else completion_text(prompt)
         response = completion_text(completion)
         if self.tokenizer.chat_template:
             messages = [
-                {"role": "user", "content": prompt_text},
+                {"role": "user", "content": prompt_str},
                 {"role": "assistant", "content": response},
             ]
             return self.tokenizer.apply_chat_template(messages, tokenize=False)
-        return prompt_text + response
+        return prompt_str + response
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
         import torch
@@ -386,12 +406,7 @@ class Task:
 def build_task(cfg: TrlRunConfig) -> Task:
     """The task a config names, with its quality function and pair judge."""
     task = cfg.task
-    if isinstance(task, DigitSumTaskConfig):
-        if cfg.darling.judge.kind != "lexical":
-            raise ValueError(
-                "darling.judge: the digit_sum task judges equivalence by its own rule (same "
-                "digit multiset); leave darling.judge unset"
-            )
+    if isinstance(task, DigitSumTaskConfig):  # (the schema refuses another judge here)
         digit_sum = digit_sum_task(task)
         targets = digit_sum_targets(task)
         return Task(
@@ -399,7 +414,7 @@ def build_task(cfg: TrlRunConfig) -> Task:
             heldout_rows=[{"prompt": prompt_text(t)} for t in targets["heldout"]],
             quality=digit_sum_quality(digit_sum),
             judge=multiset_judge,
-            word_vocabulary=digit_sum.vocabulary(targets["train"] + targets["heldout"]),
+            word_vocabulary=digit_sum.vocabulary(),
         )
 
     from darling_nemo.judges import make_judge
@@ -447,8 +462,13 @@ def digit_sum_targets(task: DigitSumTaskConfig) -> dict[str, list[int]]:
 # ---------------------------------------------------------------------------------------------
 
 
-def build_policy(cfg: TrlRunConfig, task: Task) -> tuple[Any, Any]:
-    """(model, tokenizer): a tiny Llama over a task tokenizer, or a pretrained causal LM."""
+def build_policy(cfg: TrlRunConfig, task: Task, output_dir: Path) -> tuple[Any, Any]:
+    """(model, tokenizer), always loaded with `from_pretrained`.
+
+    A tiny policy is built once (task tokenizer, small Llama, seeded) and saved to
+    `output_dir/initial_policy`, so a resumed run, TRL's reference model (kl_coef > 0) and
+    anyone reading the run load the same weights through the ordinary path.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -456,26 +476,34 @@ def build_policy(cfg: TrlRunConfig, task: Task) -> tuple[Any, Any]:
 
     policy = cfg.policy
     if policy.kind == "tiny":
-        tokenizer = (
-            word_tokenizer(task.word_vocabulary) if task.word_vocabulary else char_tokenizer()
-        )
-        prompt_tokens = max(len(tokenizer(row["prompt"])["input_ids"]) for row in task.train_rows)
-        model = tiny_llama(
-            tokenizer,
-            hidden_size=policy.hidden_size,
-            num_layers=policy.num_layers,
-            num_heads=policy.num_heads,
-            intermediate_size=policy.intermediate_size,
-            max_positions=prompt_tokens + cfg.trainer.max_completion_length + 1,
-        )
-        return model, tokenizer
-    dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16}[policy.dtype]
-    if dtype == "auto":
-        dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    tokenizer = AutoTokenizer.from_pretrained(policy.name_or_path)
+        path = output_dir / "initial_policy"
+        if not (path / "config.json").is_file():
+            tokenizer = (
+                word_tokenizer(task.word_vocabulary) if task.word_vocabulary else char_tokenizer()
+            )
+            prompt_tokens = max(
+                len(tokenizer(row["prompt"])["input_ids"]) for row in task.train_rows
+            )
+            model = tiny_llama(
+                tokenizer,
+                hidden_size=policy.hidden_size,
+                num_layers=policy.num_layers,
+                num_heads=policy.num_heads,
+                intermediate_size=policy.intermediate_size,
+                max_positions=prompt_tokens + cfg.trainer.max_completion_length + 1,
+            )
+            tokenizer.save_pretrained(path)
+            model.save_pretrained(path)
+        name_or_path, dtype = str(path), torch.float32
+    else:
+        name_or_path = policy.name_or_path
+        dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16}[policy.dtype]
+        if dtype is None:
+            dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(policy.name_or_path, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype)
     return model, tokenizer
 
 
@@ -496,12 +524,7 @@ def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
 
     t = cfg.trainer
     use_bf16 = t.precision == "bfloat16" or (t.precision == "auto" and torch.cuda.is_available())
-    rollout = t.prompts_per_step * t.group_size
-    if rollout % t.updates_per_rollout:
-        raise ValueError(
-            f"trainer.prompts_per_step * trainer.group_size = {rollout} is not divisible by "
-            f"trainer.updates_per_rollout={t.updates_per_rollout}"
-        )
+    rollout = t.prompts_per_step * t.group_size  # divisible by updates_per_rollout (schema)
     return GRPOConfig(
         output_dir=str(output_dir),
         seed=cfg.seed,
@@ -535,17 +558,41 @@ def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
         disable_tqdm=not cfg.logging.progress_bar,
         optim="adamw_torch",
         dataloader_num_workers=0,
+        shuffle_dataset=False,  # the rows come pre-shuffled: see `prompt_stream`
     )
 
 
+def prompt_stream(rows: Sequence[dict[str, Any]], cfg: TrlRunConfig) -> list[dict[str, Any]]:
+    """The training prompts for the whole run, one seeded permutation of `rows` per pass.
+
+    TRL's own shuffling draws each epoch's order from a generator that is not checkpointed,
+    so a resumed run would see other prompts than an uninterrupted one. Handing TRL one long
+    pre-shuffled "epoch" (and shuffle_dataset=False) makes the order a function of the seed
+    alone: interrupted and resumed, a run trains on exactly the same batches.
+    """
+    t = cfg.trainer
+    rollouts = -(-t.max_steps // t.updates_per_rollout)  # ceil
+    needed = rollouts * t.prompts_per_step
+    rng = np.random.default_rng(cfg.seed)
+    stream: list[dict[str, Any]] = []
+    while len(stream) < needed:
+        stream.extend(rows[i] for i in rng.permutation(len(rows)))
+    return stream
+
+
+def checkpoint_step(path: Path) -> int:
+    """N of a `checkpoint-N` directory."""
+    return int(path.name.removeprefix("checkpoint-"))
+
+
 def last_checkpoint(output_dir: Path) -> Path | None:
-    """The newest `checkpoint-N` directory holding a trainer state, or None."""
+    """The newest complete `checkpoint-N` directory (it has a trainer state), or None."""
     found = [
-        (int(p.name.split("-")[1]), p)
+        p
         for p in output_dir.glob("checkpoint-*")
-        if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").is_file()
+        if p.name.removeprefix("checkpoint-").isdigit() and (p / "trainer_state.json").is_file()
     ]
-    return max(found)[1] if found else None
+    return max(found, key=checkpoint_step) if found else None
 
 
 def make_eval_callback(
@@ -562,15 +609,33 @@ def make_eval_callback(
     every = run_cfg.evaluation.every_steps
 
     class HeldOutEvaluation(TrainerCallback):
-        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+        def on_train_begin(
+            self, args: Any, state: Any, control: Any, model: Any = None, **_: Any
+        ) -> None:
             if state.global_step == 0 and not history_steps(history_path):
                 evaluate_now(model, 0)
 
-        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+        def on_step_end(
+            self, args: Any, state: Any, control: Any, model: Any = None, **_: Any
+        ) -> None:
             if every and state.global_step % every == 0 and state.global_step != state.max_steps:
                 evaluate_now(model, state.global_step)
 
     return HeldOutEvaluation()
+
+
+def silence_console_metrics(trainer: Any) -> None:
+    """Keep the progress bar (if any) but stop printing every log dict to the console;
+    the metrics still go to TensorBoard/wandb and to train_log.jsonl."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class BarOnly(ProgressCallback):
+        def on_log(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    trainer.remove_callback(PrinterCallback)
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(BarOnly())
 
 
 def history_steps(path: Path) -> list[int]:
@@ -583,11 +648,17 @@ def truncate_history(path: Path, after_step: int) -> None:
     """Drop evaluation records past `after_step`: a resumed run recomputes those steps."""
     if not path.is_file():
         return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= after_step]
+    keep = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and json.loads(line)["step"] <= after_step
+    ]
     path.write_text("".join(line + "\n" for line in keep))
 
 
-def run_evaluation(cfg: TrlRunConfig, task: Task, model: Any, tokenizer: Any, step: int) -> dict[str, float]:
+def run_evaluation(
+    cfg: TrlRunConfig, task: Task, model: Any, tokenizer: Any, step: int
+) -> dict[str, float]:
     rows = task.heldout_rows[: cfg.evaluation.max_prompts]
     ev = cfg.evaluation
     return evaluate(
@@ -615,6 +686,7 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     checkpoint; a finished run returns its saved final metrics.
     """
     run_cfg = validate_run_config(cfg)
+    import torch
     from datasets import Dataset
     from transformers import set_seed
     from trl import GRPOTrainer
@@ -622,8 +694,11 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     output_dir = Path(run_cfg.output_dir)
     final_path = output_dir / "final_metrics.json"
     history_path = output_dir / "eval_history.jsonl"
-    if not run_cfg.resume and output_dir.exists():
-        shutil.rmtree(output_dir)
+    if not run_cfg.resume and (last_checkpoint(output_dir) or final_path.is_file()):
+        raise ValueError(
+            f"output_dir {output_dir} already holds a run: set resume: true to continue it, "
+            "or choose another output_dir (nothing is deleted for you)"
+        )
     if run_cfg.resume and final_path.is_file():
         final = json.loads(final_path.read_text())
         if final.get("global_step") == run_cfg.trainer.max_steps:
@@ -635,37 +710,40 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
         os.environ.setdefault("WANDB_PROJECT", run_cfg.logging.wandb_project)
         os.environ.setdefault("WANDB_DIR", str(output_dir))
 
+    if run_cfg.torch_threads is not None:
+        torch.set_num_threads(run_cfg.torch_threads)
     set_seed(run_cfg.seed)
     task = build_task(run_cfg)
-    if run_cfg.trainer.prompts_per_step > len(task.train_rows):
-        raise ValueError(
-            f"trainer.prompts_per_step={run_cfg.trainer.prompts_per_step} but the task has only "
-            f"{len(task.train_rows)} training prompts (TRL draws distinct prompts per step)"
-        )
-    model, tokenizer = build_policy(run_cfg, task)
+    model, tokenizer = build_policy(run_cfg, task, output_dir)
     args = grpo_args(run_cfg, output_dir)
     reward = DarlingReward(
         task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=task.judge
     )
     resume_from = last_checkpoint(output_dir) if run_cfg.resume else None
-    truncate_history(history_path, int(resume_from.name.split("-")[1]) if resume_from else -1)
+    resume_step = checkpoint_step(resume_from) if resume_from else 0
+    truncate_history(history_path, resume_step if resume_from else -1)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],
         args=args,
-        train_dataset=Dataset.from_list(task.train_rows),
+        train_dataset=Dataset.from_list(prompt_stream(task.train_rows, run_cfg)),
         processing_class=tokenizer,
         callbacks=[make_eval_callback(run_cfg, task, tokenizer, history_path)]
         if task.heldout_rows
         else None,
     )
     reward.check_trainer_args(trainer.args, trainer.reward_funcs)
+    if not run_cfg.logging.print_metrics:
+        silence_console_metrics(trainer)
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     train_seconds = time.perf_counter() - started
     trainer.save_model(str(output_dir / "final"))
 
-    final: dict[str, Any] = {"global_step": trainer.state.global_step}
+    final: dict[str, Any] = {
+        "global_step": trainer.state.global_step,
+        "resumed_from_step": resume_step,
+    }
     logged = [entry for entry in trainer.state.log_history if "darling/quality_mean" in entry]
     (output_dir / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in logged))
     if logged:

@@ -58,10 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.get("engine") == "trl":
         from darling_nemo.trl_engine import run
 
-        print(run(cfg))
+        try:
+            print(run(cfg))
+        except (ConfigError, ValueError) as err:
+            print(f"{args.config}: {err}", file=sys.stderr)
+            return 2
         return 0
     if cfg.get("engine") != "nemo_rl":
-        print(f"{args.config}: engine must be nemo_rl or trl, got {cfg.get('engine')!r}")
+        engine = cfg.get("engine")
+        print(f"{args.config}: engine must be nemo_rl or trl, got {engine!r}", file=sys.stderr)
         return 2
 
     # 3. NeMo-RL: fail early (with how to run it) when it is not installed.

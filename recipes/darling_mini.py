@@ -1,128 +1,155 @@
-"""The miniature: GRPO and DARLING side by side on a digit-sum task, on CPU, in minutes.
+"""The miniature: GRPO and DARLING side by side on a dice task, on CPU, in minutes.
 
     uv run recipes/darling_mini.py                                  # conf/mini/default.yaml
     uv run recipes/darling_mini.py --config conf/mini/default.yaml trainer.max_steps=50
 
-Reads top to bottom: load and validate the config; warm-start one tiny policy (shared by
-every arm); train each arm with TRL from that policy with the same seed and settings
-(only the `darling:` section differs); print and save the comparison table and the plots.
-Outputs go to `output_dir` (default runs/mini). Rerunning the same command after a kill
-continues: the warm start is reused, a finished arm is not retrained, an unfinished one
-resumes from its newest checkpoint.
+Reads top to bottom: load and validate the config; for every seed, warm-start one tiny
+policy and train every arm from it with TRL, same seed and settings (only the `darling:`
+section differs); then print and save the comparison table and the plots. Outputs go to
+`output_dir` (default runs/mini): seed-<s>/warm_start, seed-<s>/<arm> (checkpoints, logs,
+eval_history.jsonl), comparison.md/.json, curves.png, pass_at_k.png. Rerunning the same
+command after a kill continues: finished warm starts and arms are reused, an unfinished
+arm resumes from its newest checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
 
+import torch
+
 from darling_nemo.config import load_config, save_config
 from darling_nemo.mini.policy import tiny_llama, word_tokenizer
-from darling_nemo.mini.report import arm_summary, format_table, plot_curves, plot_pass_at_k
+from darling_nemo.mini.report import (
+    arm_summary,
+    differences,
+    format_table,
+    mean_and_std,
+    plot_curves,
+    plot_pass_at_k,
+)
+from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
-from darling_nemo.schema import MiniConfig, validate_section
+from darling_nemo.schema import ConfigError, MiniConfig, validate_section
 from darling_nemo.trl_engine import digit_sum_targets, digit_sum_task, run
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "mini" / "default.yaml"
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict]:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config")
-    parser.add_argument("overrides", nargs="*", help="a.b=c overrides (strict)")
+    parser.add_argument("overrides", nargs="*", help="a.b=c overrides (strict; +a.b=c adds)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers 5 deprecations in TRL
 
     # 1. Config: every key validated before anything runs.
-    raw = load_config(args.config, args.overrides)
-    cfg = validate_section(MiniConfig, raw)
+    try:
+        raw = load_config(args.config, args.overrides)
+        cfg = validate_section(MiniConfig, raw)
+    except ConfigError as err:
+        sys.exit(f"{args.config}: {err}")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_config(raw, out / "config.yaml")
     started = time.perf_counter()
+    if cfg.torch_threads is not None:
+        torch.set_num_threads(cfg.torch_threads)
+    task = digit_sum_task(cfg.task)
+    split = digit_sum_targets(cfg.task)
+    targets = split["train"] + split["heldout"]
+    shared = cfg.model_dump(mode="json", exclude={"arms", "warm_start", "policy", "seeds"})
 
-    # 2. Warm start: one tiny policy, unsure but capable, saved once and shared by every arm.
-    warm_dir = out / "warm_start"
-    if not (warm_dir / "config.json").is_file():
-        task = digit_sum_task(cfg.task)
-        targets = digit_sum_targets(cfg.task)
-        targets = targets["train"] + targets["heldout"]
-        tokenizer = word_tokenizer(task.vocabulary(targets))
-        import torch
+    per_arm: dict[str, dict[int, dict[str, float]]] = {name: {} for name in cfg.arms}
+    warm: dict[int, dict[str, float]] = {}
+    for seed in cfg.seeds:
+        # 2. Warm start: one tiny policy per seed, unsure but capable, shared by every arm.
+        warm_dir = out / f"seed-{seed}" / "warm_start"
+        if not (warm_dir / "config.json").is_file():
+            tokenizer = word_tokenizer(task.vocabulary())
+            torch.manual_seed(seed)
+            model = tiny_llama(
+                tokenizer,
+                hidden_size=cfg.policy.hidden_size,
+                num_layers=cfg.policy.num_layers,
+                num_heads=cfg.policy.num_heads,
+                intermediate_size=cfg.policy.intermediate_size,
+                max_positions=len(prompt_text(0).split()) + cfg.trainer.max_completion_length,
+            )
+            losses = warm_start(
+                model,
+                tokenizer,
+                task,
+                targets,
+                steps=cfg.warm_start.steps,
+                batch_size=cfg.warm_start.batch_size,
+                learning_rate=cfg.warm_start.learning_rate,
+                zipf_exponent=cfg.warm_start.zipf_exponent,
+                seed=seed,
+                progress=cfg.logging.progress_bar,
+            )
+            print(f"seed {seed}: warm start {len(losses)} steps, last loss {losses[-1]:.3f}")
+            tokenizer.save_pretrained(warm_dir)
+            model.save_pretrained(warm_dir)
 
-        torch.manual_seed(cfg.seed)
-        model = tiny_llama(
-            tokenizer,
-            hidden_size=cfg.policy.hidden_size,
-            num_layers=cfg.policy.num_layers,
-            num_heads=cfg.policy.num_heads,
-            intermediate_size=cfg.policy.intermediate_size,
-            max_positions=cfg.trainer.max_completion_length + 2,
-        )
-        losses = warm_start(
-            model,
-            tokenizer,
-            task,
-            targets,
-            steps=cfg.warm_start.steps,
-            batch_size=cfg.warm_start.batch_size,
-            learning_rate=cfg.warm_start.learning_rate,
-            zipf_exponent=cfg.warm_start.zipf_exponent,
-            seed=cfg.seed,
-            progress=cfg.logging.progress_bar,
-        )
-        print(f"warm start: {cfg.warm_start.steps} steps, final loss {losses[-1]:.3f}")
-        tokenizer.save_pretrained(warm_dir)
-        model.save_pretrained(warm_dir)
+        # 3. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
+        for name, darling in cfg.arms.items():
+            run_dir = out / f"seed-{seed}" / name
+            print(f"\n=== seed {seed}, arm {name!r} -> {run_dir}", flush=True)
+            run(
+                {
+                    **shared,
+                    "engine": "trl",
+                    "seed": seed,
+                    "output_dir": str(run_dir),
+                    "resume": True,
+                    "policy": {
+                        "kind": "pretrained",
+                        "name_or_path": str(warm_dir),
+                        "dtype": "float32",
+                    },
+                    "darling": darling.model_dump(mode="json"),
+                }
+            )
+            per_arm[name][seed] = arm_summary(run_dir, cfg.evaluation.pass_at_k)
+        first_run = out / f"seed-{seed}" / next(iter(cfg.arms)) / "eval_history.jsonl"
+        warm[seed] = json.loads(first_run.read_text().splitlines()[0])  # step 0 = the warm start
 
-    # 3. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
-    shared = cfg.model_dump(mode="json", exclude={"arms", "warm_start", "policy"})
-    summaries = {}
-    for name, darling in cfg.arms.items():
-        print(f"\n=== arm {name!r} ===")
-        run(
-            {
-                **shared,
-                "engine": "trl",
-                "output_dir": str(out / name),
-                "resume": True,
-                "policy": {"kind": "pretrained", "name_or_path": str(warm_dir), "dtype": "float32"},
-                "darling": darling.model_dump(mode="json"),
-            }
-        )
-        summaries[name] = arm_summary(out / name, cfg.evaluation.pass_at_k)
-
-    # 4. Report: the table (printed and saved) and the curves.
-    first = out / next(iter(cfg.arms))
-    start_eval = json.loads((first / "eval_history.jsonl").read_text().splitlines()[0])
-    rows = {"warm start (step 0)": {**start_eval, "train_diversity_mean": ""}, **summaries}
-    columns = [
+    # 4. Report: mean ± std over seeds (printed and saved), per-seed differences, curves.
+    metrics = [
         *(f"pass@{k}" for k in cfg.evaluation.pass_at_k),
         "distinct_correct",
         "distinct_all",
-        "train_diversity_mean",
     ]
-    table = format_table(rows, columns)
+    rows = {"warm start (step 0)": {m: mean_and_std(warm, m) for m in metrics}}
+    for name, per_seed in per_arm.items():
+        rows[name] = {m: mean_and_std(per_seed, m) for m in [*metrics, "train_diversity_mean"]}
+    table = format_table(rows, [*metrics, "train_diversity_mean"])
+    gaps = differences(per_arm, ["pass@1", "distinct_correct"])
     wall = time.perf_counter() - started
-    n = cfg.evaluation.num_samples
     note = (
-        f"held-out targets, {n} samples per prompt at temperature {cfg.evaluation.temperature}; "
-        f"seed {cfg.seed}; {cfg.trainer.max_steps} steps per arm; wall time this invocation "
-        f"{wall:.0f} s"
+        f"Held-out targets {split['heldout']}, {cfg.evaluation.num_samples} samples per prompt "
+        f"at temperature {cfg.evaluation.temperature}; mean ± std over seeds {cfg.seeds}; "
+        f"{cfg.trainer.max_steps} steps per arm; wall time of this invocation {wall:.0f} s."
     )
-    print(f"\n{table}\n{note}")
-    (out / "comparison.md").write_text(f"{table}\n\n{note}\n")
+    text = "\n".join([table, "", note, "", *gaps])
+    print(f"\n{text}")
+    (out / "comparison.md").write_text(text + "\n")
     (out / "comparison.json").write_text(
-        json.dumps({"arms": summaries, "warm_start": start_eval, "wall_seconds": wall}, indent=2)
+        json.dumps({"arms": per_arm, "warm_start": warm, "wall_seconds": wall}, indent=2) + "\n"
     )
-    run_dirs = {name: out / name for name in cfg.arms}
-    plot_curves(run_dirs, out / "curves.png")
-    plot_pass_at_k(summaries, cfg.evaluation.pass_at_k, out / "pass_at_k.png")
+    plot_curves(
+        {name: [out / f"seed-{s}" / name for s in cfg.seeds] for name in cfg.arms},
+        out / "curves.png",
+    )
+    plot_pass_at_k(per_arm, cfg.evaluation.pass_at_k, out / "pass_at_k.png")
     print(f"saved {out / 'comparison.md'}, {out / 'curves.png'}, {out / 'pass_at_k.png'}")
-    return summaries
+    return {"arms": per_arm, "warm_start": warm, "wall_seconds": wall}
 
 
 if __name__ == "__main__":

@@ -82,6 +82,11 @@ def encode(tokenizer, formatter: PairFormatter, pairs, max_length: int) -> list[
     ]
 
 
+def pad(tokenizer, ids: list[list[int]], device: torch.device) -> dict[str, torch.Tensor]:
+    batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt")
+    return {k: v.to(device) for k, v in batch.items()}
+
+
 @torch.inference_mode()
 def predict(model, tokenizer, ids: list[list[int]], batch_size: int, desc: str) -> np.ndarray:
     """P(similar) (the last label) per input, in batches padded to their longest input."""
@@ -90,8 +95,8 @@ def predict(model, tokenizer, ids: list[list[int]], batch_size: int, desc: str) 
     order = sorted(range(len(ids)), key=lambda k: len(ids[k]))
     for start in tqdm(range(0, len(order), batch_size), desc=desc, leave=False):
         rows = order[start : start + batch_size]
-        batch = tokenizer.pad({"input_ids": [ids[k] for k in rows]}, return_tensors="pt")
-        out[rows] = torch.softmax(model(**batch).logits.float(), dim=-1)[:, -1].numpy()
+        logits = model(**pad(tokenizer, [ids[k] for k in rows], model.device)).logits
+        out[rows] = torch.softmax(logits.float(), dim=-1)[:, -1].cpu().numpy()
     return out
 
 
@@ -115,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    from darling_nemo.judges.cross_encoder import resolve_device
     from darling_nemo.judges.embedding import shipped_minilm_path
 
     if cfg.num_threads:
@@ -152,11 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer.pad_token = tokenizer.eos_token
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
+    device = resolve_device(cfg.device)
+    model.to(device)
     formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
     max_length = formatter.max_length
     print(
-        f"model: {base} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters), "
-        f"input {cfg.template} template, {cfg.truncation} truncation, max {max_length} tokens"
+        f"model: {base} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters) "
+        f"on {device}, {cfg.template} template, {cfg.truncation} truncation, "
+        f"max {max_length} tokens"
     )
 
     # -- 4. training examples ---------------------------------------------------------------
@@ -167,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     train_labels = torch.tensor([y for _, y in oriented])
     counts = torch.bincount(train_labels, minlength=2).float()
     class_weight = (counts.sum() / (2 * counts)) if cfg.class_weighting else torch.ones(2)
-    loss_fn = torch.nn.CrossEntropyLoss(weight=class_weight)
+    loss_fn = torch.nn.CrossEntropyLoss(weight=class_weight.to(device))
     steps_per_epoch = math.ceil(len(train_ids) / cfg.batch_size)
     total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
     warmup = int(cfg.warmup_fraction * total_steps)
@@ -192,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     step = 0
     if resuming:
-        state = torch.load(last / "training_state.pt", weights_only=False)
+        state = torch.load(last / "training_state.pt", weights_only=False, map_location=device)
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         step = state["step"]
@@ -210,9 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             len(train_ids), generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch)
         ).tolist()
         rows = order[offset * cfg.batch_size : (offset + 1) * cfg.batch_size]
-        batch = tokenizer.pad({"input_ids": [train_ids[k] for k in rows]}, return_tensors="pt")
-        logits = model(**batch).logits
-        loss = loss_fn(logits.float(), train_labels[rows])
+        logits = model(**pad(tokenizer, [train_ids[k] for k in rows], device)).logits
+        loss = loss_fn(logits.float(), train_labels[rows].to(device))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -255,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.embedding_baseline:
         from darling_nemo.judges.embedding import EmbeddingJudge
 
-        judge = EmbeddingJudge(EmbeddingJudgeConfig())
+        judge = EmbeddingJudge(EmbeddingJudgeConfig(device=cfg.device))
         train_cos = judge([(p.a, p.b) for p in train])
         cos = judge([(p.a, p.b) for p in heldout])
         train_threshold, _ = calibrate_threshold(train_cos, [p.label for p in train])

@@ -214,7 +214,9 @@ def test_server_killed_mid_call(servers, reference):
         result = {}
         call = threading.Thread(target=lambda: result.update(probs=judge(pairs)))
         call.start()
+        give_up = time.monotonic() + 120
         while judge.endpoints[0].in_flight == 0:  # a request is on the victim right now
+            assert call.is_alive() and time.monotonic() < give_up
             time.sleep(0.001)
         victim.send_signal(signal.SIGKILL)
         call.join(timeout=300)
@@ -427,6 +429,20 @@ def test_launcher_dry_run_prints_commands_and_endpoints(capsys):
     ]
     block = yaml.safe_load("\n".join(out[2:-1]))
     assert block["endpoints"][1] == {"url": "http://node7:8001", "model": "similarity_gpu_1"}
+
+
+def test_launcher_reads_the_shipped_config(capsys):
+    from darling_nemo.serve_classifiers import main
+
+    repo = Path(__file__).resolve().parents[1]
+    config = str(repo / "conf/classifier/serve_8gpu.yaml")
+    assert main(["--config", config, "advertise_host=n1", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len([line for line in out if " vllm serve " in line]) == 8
+    assert out[7].startswith("CUDA_VISIBLE_DEVICES=7 vllm serve dogtooth/similarity-classifier")
+    assert "--port 8007 --served-model-name similarity_gpu_7" in out[7]
+    assert main(["--config", config, "gpu=[0]", "--dry-run"]) == 2  # unknown key
+    assert "unknown key 'gpu'" in capsys.readouterr().err
 
 
 def test_launcher_runs_local_servers_and_stops_them(model_dir, reference, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -11,6 +12,9 @@ from darling_nemo.judges import make_judge
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
 from darling_nemo.schema import validate_darling
 
+# Under `uv run` Ray would start workers through `uv run` in a copy of the working directory
+# (without this package); the local test cluster's workers use this interpreter instead.
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 ray = pytest.importorskip("ray")
 
 
@@ -24,6 +28,10 @@ def cluster(tmp_path_factory):
     if ray.is_initialized():
         yield
         return
+    from ray._private import ray_constants  # in case ray was imported before this module
+
+    saved = getattr(ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", None)
+    ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
     ray.init(
         num_cpus=4,  # logical: two actors of one CPU each plus room for tasks
         include_dashboard=False,
@@ -33,6 +41,8 @@ def cluster(tmp_path_factory):
     )
     yield
     ray.shutdown()
+    if saved is not None:
+        ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = saved
 
 
 def pool_cfg(model_dir, **options):

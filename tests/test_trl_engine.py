@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,15 @@ from darling_nemo.core import darling_batch
 from darling_nemo.mini.task import multiset_judge
 from darling_nemo.schema import DarlingConfig, validate_darling
 from darling_nemo.trl_engine import DarlingReward, completion_text, darling_metrics
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    # Tiny models: one thread is fastest, and far faster when other processes share the CPU.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def constant_quality(values):
@@ -44,11 +54,15 @@ def test_lexical_judge_batch_by_hand():
         "a b c d e f", "a b c d e f", "g h i j k l", "m n o p q r",
         "yes", "yes", "no", "yes no",
     ]  # fmt: skip
-    reward = DarlingReward(constant_quality([1, 1, 0, 1, 1, 0, 1, 1]), DarlingConfig(), group_size=4)
+    reward = DarlingReward(
+        constant_quality([1, 1, 0, 1, 1, 0, 1, 1]), DarlingConfig(), 4, judge=None
+    )
     advantage = reward(prompts, completions)
     expected = [1 / 12, 1 / 12, -7 / 12, 5 / 12, 0.025, -0.075, 0.025, 0.025]
     np.testing.assert_allclose(advantage, expected, atol=1e-12)
-    np.testing.assert_allclose(reward.last_batch.diversity, [2 / 3, 2 / 3, 1, 1, 0.1, 0.1, 0.1, 0.1])
+    np.testing.assert_allclose(
+        reward.last_batch.diversity, [2 / 3, 2 / 3, 1, 1, 0.1, 0.1, 0.1, 0.1]
+    )
     assert reward.last_batch.num_classes == [3, 1]
 
 
@@ -59,7 +73,7 @@ def test_the_judge_decides_long_answers():
     with_judge = DarlingReward(constant_quality([1] * 4), DarlingConfig(), 4, judge=multiset_judge)
     np.testing.assert_allclose(with_judge(["S"] * 4, completions), [-1 / 6, -1 / 6, 1 / 6, 1 / 6])
     # Lexical rules alone: six distinct words each, never equal -> all diversity 1 -> advantage 0.
-    lexical = DarlingReward(constant_quality([1] * 4), DarlingConfig(), 4)
+    lexical = DarlingReward(constant_quality([1] * 4), DarlingConfig(), 4, judge=None)
     np.testing.assert_allclose(lexical(["S"] * 4, completions), [0, 0, 0, 0])
 
 
@@ -67,7 +81,7 @@ def test_grpo_baseline_settings_normalise_by_the_sample_std():
     # enabled false: reward = quality 1,0,0,1; mean .5; sample std (ddof 1)
     # sqrt(4 * .25 / 3) = 0.57735 -> advantage +-0.5 / (0.57735 + 1e-6) = +-0.866024.
     grpo = validate_darling({"enabled": False, "normalize_std": True})
-    reward = DarlingReward(constant_quality([1, 0, 0, 1]), grpo, 4)
+    reward = DarlingReward(constant_quality([1, 0, 0, 1]), grpo, 4, judge=None)
     out = reward(["p"] * 4, ["a b c d e f", "a b c d e f", "x", "y"])
     scale = 0.5 / (math.sqrt(1 / 3) + 1e-6)
     np.testing.assert_allclose(out, [scale, -scale, -scale, scale], rtol=1e-12)
@@ -78,7 +92,7 @@ def test_weighted_quality_functions_skip_none_like_trl():
     # Distinct long answers (diversity 1) -> reward = q; mean 1.25 -> .75, .75, -1.25, -.25.
     f1 = constant_quality([1, None, 0, 1])
     f2 = constant_quality([0.5, 1, None, None])
-    reward = DarlingReward([f1, f2], DarlingConfig(), 4, weights=[1.0, 2.0])
+    reward = DarlingReward([f1, f2], DarlingConfig(), 4, judge=None, weights=[1.0, 2.0])
     out = reward(["p"] * 4, ["a b c d e f", "g h i j k l", "m n o p q r", "s t u v w x"])
     np.testing.assert_allclose(out, [0.75, 0.75, -1.25, -0.25])
     np.testing.assert_allclose(reward.last_batch.quality, [2, 2, 0, 1])
@@ -87,15 +101,17 @@ def test_weighted_quality_functions_skip_none_like_trl():
 def test_a_response_without_any_quality_is_refused():
     f1 = constant_quality([1, None, 0, 1])
     with pytest.raises(ValueError, match="returned None for completion 1"):
-        DarlingReward([f1], DarlingConfig(), 4)(["p"] * 4, ["a"] * 4)
+        DarlingReward([f1], DarlingConfig(), 4, judge=None)(["p"] * 4, ["a"] * 4)
     with pytest.raises(ValueError, match="returned nan for completion 0"):
-        DarlingReward(constant_quality([float("nan")] * 4), DarlingConfig(), 4)(["p"] * 4, ["a"] * 4)
+        DarlingReward(constant_quality([float("nan")] * 4), DarlingConfig(), 4, judge=None)(
+            ["p"] * 4, ["a"] * 4
+        )
 
 
 def test_kwargs_reach_the_quality_function_and_metrics_reach_log_metric():
     quality = constant_quality([1, 0, 1, 1])
     logged: dict[str, float] = {}
-    reward = DarlingReward(quality, DarlingConfig(), 4)
+    reward = DarlingReward(quality, DarlingConfig(), 4, judge=None)
     reward(
         ["p"] * 4,
         ["a b c d e f", "a b c d e f", "x y z", "x y z"],
@@ -112,14 +128,16 @@ def test_kwargs_reach_the_quality_function_and_metrics_reach_log_metric():
 
 
 def test_groups_must_be_whole_blocks_of_one_prompt():
-    reward = DarlingReward(constant_quality([1] * 6), DarlingConfig(), 4)
+    reward = DarlingReward(constant_quality([1] * 6), DarlingConfig(), 4, judge=None)
     with pytest.raises(ValueError, match="not a multiple of group_size=4"):
         reward(["p"] * 6, ["a"] * 6)
-    reward = DarlingReward(constant_quality([1] * 8), DarlingConfig(), 4)
-    with pytest.raises(ValueError, match="rows 0..3 mix prompts"):
+    reward = DarlingReward(constant_quality([1] * 8), DarlingConfig(), 4, judge=None)
+    with pytest.raises(ValueError, match=r"rows 0\.\.3 mix prompts"):
         reward(["p", "p", "q", "q"] * 2, ["a"] * 8)
     # The same prompt text in two blocks stays two groups (TRL's baseline treats them so).
-    reward = DarlingReward(constant_quality([1, 1, 0, 0, 1, 0, 0, 0]), DarlingConfig(), 4)
+    reward = DarlingReward(
+        constant_quality([1, 1, 0, 0, 1, 0, 0, 0]), DarlingConfig(), 4, judge=None
+    )
     out = reward(["p"] * 8, [f"w{i} x y z u v" for i in range(8)])
     np.testing.assert_allclose(out, [0.5, 0.5, -0.5, -0.5, 0.75, -0.25, -0.25, -0.25])
 
@@ -143,9 +161,11 @@ def test_advantages_have_zero_group_mean_so_trl_passes_them_through(
 ):
     n = groups * size
     quality = data.draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n))
-    words = data.draw(st.lists(st.sampled_from(["a b c d e f", "a", "b", "a b"]), min_size=n, max_size=n))
+    words = data.draw(
+        st.lists(st.sampled_from(["a b c d e f", "a", "b", "a b"]), min_size=n, max_size=n)
+    )
     cfg = validate_darling({"baseline": baseline, "normalize_std": normalize_std, "fusion": fusion})
-    reward = DarlingReward(constant_quality(quality), cfg, size)
+    reward = DarlingReward(constant_quality(quality), cfg, size, judge=None)
     out = np.asarray(reward([f"p{i // size}" for i in range(n)], words))
     # TRL with scale_rewards="none": A = r - mean_group(r). Applying it changes nothing.
     trl_view = out - out.reshape(groups, size).mean(axis=1).repeat(size)
@@ -174,7 +194,7 @@ def grpo_config(tmp_path, **overrides):
 
 
 def test_consistent_trl_settings_pass(tmp_path):
-    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4)
+    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4, judge=None)
     reward.check_trainer_args(grpo_config(tmp_path), [reward])
     reward.check_trainer_args(grpo_config(tmp_path, loss_type="dapo"), [reward])
 
@@ -192,7 +212,7 @@ def test_consistent_trl_settings_pass(tmp_path):
     ],
 )
 def test_contradicting_trl_settings_are_refused_by_name(tmp_path, override, words):
-    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4)
+    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4, judge=None)
     with pytest.raises(ValueError, match="contradict DARLING") as err:
         reward.check_trainer_args(grpo_config(tmp_path, **override), [reward])
     for word in words:
@@ -200,13 +220,15 @@ def test_contradicting_trl_settings_are_refused_by_name(tmp_path, override, word
 
 
 def test_other_reward_functions_next_to_the_adapter_are_refused(tmp_path):
-    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4)
+    reward = DarlingReward(constant_quality([1]), DarlingConfig(), 4, judge=None)
     with pytest.raises(ValueError, match="reward_funcs must be"):
         reward.check_trainer_args(grpo_config(tmp_path), [reward, constant_quality([1])])
 
 
 def test_darling_metrics_names():
-    batch = darling_batch(["a", "a", "b c d e f g"], [1, 0, 1], [0, 0, 0], None, DarlingConfig().settings())
+    batch = darling_batch(
+        ["a", "a", "b c d e f g"], [1, 0, 1], [0, 0, 0], None, DarlingConfig().settings()
+    )
     metrics = darling_metrics(batch)
     assert all(name.startswith("darling/") and math.isfinite(v) for name, v in metrics.items())
     # classes {0,1},{2}; correct rows 0 and 2 are in two classes
@@ -235,13 +257,18 @@ def test_trl_trains_on_exactly_the_core_advantage(tmp_path, monkeypatch):
             "engine": "trl",
             "output_dir": str(tmp_path),
             "task": {"kind": "chat", "data_path": "unused.jsonl"},
-            "trainer": {"max_steps": 1, "prompts_per_step": 2, "group_size": 4, "max_completion_length": 12},
+            "trainer": {
+                "max_steps": 1,
+                "prompts_per_step": 2,
+                "group_size": 4,
+                "max_completion_length": 12,
+            },
             "logging": {"report_to": [], "progress_bar": False},
         }
     )
     rows = [{"prompt": "Tell me a story."}, {"prompt": "Write a poem."}]
     task = Task(rows, [], length_stand_in_quality(6), judge=None, word_vocabulary=None)
-    model, tokenizer = build_policy(cfg, task)
+    model, tokenizer = build_policy(cfg, task, tmp_path)
     reward = DarlingReward(task.quality, cfg.darling, 4, judge=None)
     trainer = GRPOTrainer(
         model=model,
@@ -257,4 +284,6 @@ def test_trl_trains_on_exactly_the_core_advantage(tmp_path, monkeypatch):
     seen_by_trl = np.asarray(list(trainer._logs["advantages"]))  # TRL's own advantage log
     np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
     logged = trainer.state.log_history[0]
-    assert logged["darling/quality_mean"] == pytest.approx(reward.last_batch.quality.mean(), rel=1e-6)
+    assert logged["darling/quality_mean"] == pytest.approx(
+        reward.last_batch.quality.mean(), rel=1e-6
+    )

@@ -92,11 +92,14 @@ def start_servers(model: str, count: int) -> tuple[list[subprocess.Popen], list[
     return procs, urls
 
 
-def pairs_per_second(judge, pairs) -> float:
+def pairs_per_second(judge, pairs) -> tuple[float, int | None]:
+    """(pairs/s, HTTP requests made) for one call on `pairs`, after a warm-up call."""
     judge(pairs[:4])  # warm up (connections, first forward)
+    before = judge.stats["requests"] if hasattr(judge, "stats") else None
     start = time.perf_counter()
     judge(pairs)
-    return len(pairs) / (time.perf_counter() - start)
+    rate = len(pairs) / (time.perf_counter() - start)
+    return rate, None if before is None else judge.stats["requests"] - before
 
 
 def near_duplicate(text: str, rng: random.Random) -> str:
@@ -174,8 +177,9 @@ def main(argv: list[str] | None = None) -> None:
         f"Part 1: {args.pairs} NoveltyBench pairs, {Path(model).name if args.model else 'MiniLM-L6 cross-encoder'}, "
         f"{args.max_length} tokens, {args.servers} local server(s), {os.cpu_count()} CPU cores"
     )
-    for name, rate in rates.items():
-        print(f"  {name:<52} {rate:8.1f} pairs/s")
+    for name, (rate, requests) in rates.items():
+        http = f"{requests:5d} requests" if requests is not None else "      no HTTP"
+        print(f"  {name:<52} {rate:8.1f} pairs/s {http}")
 
     judge = make_judge(EmbeddingJudgeConfig())
     threshold = EmbeddingJudgeConfig().threshold

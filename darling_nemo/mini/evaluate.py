@@ -95,7 +95,9 @@ def evaluate(
         all_groups.append(completions)
     distinct_correct = [p.num_classes for p in partition_groups(correct_groups, judge, threshold)]
     distinct_all = [p.num_classes for p in partition_groups(all_groups, judge, threshold)]
-    result = {f"pass@{k}": float(np.mean([pass_at_k(num_samples, c, k) for c in num_correct])) for k in ks}
+    result = {
+        f"pass@{k}": float(np.mean([pass_at_k(num_samples, c, k) for c in num_correct])) for k in ks
+    }
     result["distinct_correct"] = float(np.mean(distinct_correct))
     result["distinct_all"] = float(np.mean(distinct_all))
     return result

@@ -29,7 +29,9 @@ def word_tokenizer(words: Sequence[str]) -> PreTrainedTokenizerFast:
         raise ValueError("word_tokenizer: duplicate words in the vocabulary")
     backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, eos_token=EOS, unk_token=UNK)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token=PAD, eos_token=EOS, unk_token=UNK
+    )
 
 
 def char_tokenizer(chars: Sequence[str] = PRINTABLE_CHARS) -> PreTrainedTokenizerFast:
@@ -41,7 +43,9 @@ def char_tokenizer(chars: Sequence[str] = PRINTABLE_CHARS) -> PreTrainedTokenize
     backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     backend.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, eos_token=EOS, unk_token=UNK)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token=PAD, eos_token=EOS, unk_token=UNK
+    )
 
 
 def tiny_llama(

@@ -1,7 +1,8 @@
 """The miniature's task: roll `length` dice (digits min_digit..max_digit) that total S.
 
-A prompt is one token, `S<target>`; a completion is digits separated by spaces, e.g. for
-S21 with six dice "6 1 3 4 2 5". Every target has many correct strings and a moderate
+A prompt is the target in decimal, one token per place ("T2 U1" for 21, so a held-out
+target is a new combination of tokens the policy has trained on); a completion is digits
+separated by spaces, e.g. for 21 with six dice "6 1 3 4 2 5". Every target has many correct strings and a moderate
 number of genuinely different answers: with six dice, targets 12..30 have 10 to 32
 correct multisets (order of the dice does not matter), a few times the group size of 8,
 so a policy can be right in many ways or in one, and repeats inside a group are common
@@ -25,15 +26,22 @@ import numpy as np
 
 
 def prompt_text(target: int) -> str:
-    return f"S{target}"
+    """The target in decimal, one token per place: 21 -> "T2 U1" (tens, units)."""
+    if not 0 <= target <= 99:
+        raise ValueError(f"target {target} is outside 0..99")
+    return f"T{target // 10} U{target % 10}"
 
 
 def target_of(prompt: str) -> int:
-    """The target sum of a prompt `S<target>` (raises on anything else)."""
-    text = prompt.strip()
-    if not (text.startswith("S") and text[1:].isdigit()):
-        raise ValueError(f"not a digit-sum prompt: {prompt!r} (expected 'S<target>', e.g. 'S21')")
-    return int(text[1:])
+    """The target of a prompt "T<tens> U<units>" (raises on anything else)."""
+    words = prompt.split()
+    if (
+        len(words) != 2
+        or not (words[0][:1] == "T" and words[0][1:].isdigit() and len(words[0]) == 2)
+        or not (words[1][:1] == "U" and words[1][1:].isdigit() and len(words[1]) == 2)
+    ):
+        raise ValueError(f"not a digit-sum prompt: {prompt!r} (expected e.g. 'T2 U1' for 21)")
+    return 10 * int(words[0][1]) + int(words[1][1])
 
 
 def answer_class(completion: str) -> tuple[str, ...]:
@@ -61,9 +69,9 @@ class DigitSum:
     def feasible(self, target: int) -> bool:
         return self.length * self.min_digit <= target <= self.length * self.max_digit
 
-    def vocabulary(self, targets: Sequence[int]) -> list[str]:
-        """The words of a word-level tokenizer: the digits and one prompt token per target."""
-        return [*self.digits, *(prompt_text(t) for t in targets)]
+    def vocabulary(self) -> list[str]:
+        """The words of a word-level tokenizer: the answer digits and the prompt's place tokens."""
+        return [*self.digits, *(f"T{d}" for d in range(10)), *(f"U{d}" for d in range(10))]
 
     def is_correct(self, prompt: str, completion: str) -> bool:
         words = completion.split()

@@ -33,14 +33,18 @@ def warm_start(
 ) -> list[float]:
     """Supervised next-token training on (prompt, correct answer, EOS); returns the losses.
 
-    The loss is on the answer digits and the EOS only (the prompt token is given).
+    The loss is on the answer digits and the EOS only (the prompt is given).
     """
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     prompt_ids = {t: tokenizer(prompt_text(t))["input_ids"] for t in targets}
-    if any(len(ids) != 1 for ids in prompt_ids.values()):
-        raise ValueError("warm_start: every prompt must be one token (S<target> in the vocabulary)")
+    for target, ids in prompt_ids.items():
+        if tokenizer.unk_token_id in ids:
+            raise ValueError(
+                f"warm_start: the tokenizer does not know the prompt {prompt_text(target)!r}"
+            )
     digit_id = {int(d): tokenizer.convert_tokens_to_ids(d) for d in task.digits}
+    prompt_length = len(prompt_ids[targets[0]])  # "T<tens> U<units>": the same for all
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     model.train()
     losses = []
@@ -48,10 +52,11 @@ def warm_start(
         rows = []
         for t in rng.choice(np.asarray(targets), size=batch_size):
             answer = task.sample_answer(int(t), zipf_exponent, seed, rng)
-            rows.append([prompt_ids[int(t)][0], *(digit_id[d] for d in answer), tokenizer.eos_token_id])
+            digits = [digit_id[d] for d in answer]
+            rows.append([*prompt_ids[int(t)], *digits, tokenizer.eos_token_id])
         input_ids = torch.tensor(rows)
         labels = input_ids.clone()
-        labels[:, 0] = -100  # the prompt is given, not predicted
+        labels[:, :prompt_length] = -100  # the prompt is given, not predicted
         loss = model(input_ids=input_ids, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()

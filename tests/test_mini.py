@@ -1,0 +1,235 @@
+"""The miniature's parts: the dice task, its judge, tokenizers, warm start, evaluation, report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from darling_nemo.mini.evaluate import evaluate
+from darling_nemo.mini.policy import char_tokenizer, tiny_llama, word_tokenizer
+from darling_nemo.mini.report import arm_summary, format_table
+from darling_nemo.mini.task import DigitSum, answer_class, multiset_judge, prompt_text, target_of
+from darling_nemo.mini.warm_start import warm_start
+from darling_nemo.schema import ConfigError, DigitSumTaskConfig, validate_section
+from darling_nemo.trl_engine import digit_sum_quality, digit_sum_targets
+
+DICE = DigitSum(length=6, min_digit=1, max_digit=6)
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(monkeypatch):
+    # Tiny models: one thread is fastest, and far faster when other processes share the CPU.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_prompts_write_the_target_in_decimal():
+    assert prompt_text(21) == "T2 U1"
+    assert prompt_text(7) == "T0 U7"
+    assert all(target_of(prompt_text(t)) == t for t in range(100))
+    for bad in ["21", "S21", "T2U1", "U1 T2", "T21 U1"]:
+        with pytest.raises(ValueError, match="not a digit-sum prompt"):
+            target_of(bad)
+
+
+def test_correct_answers_by_hand():
+    assert DICE.is_correct("T2 U1", "6 1 3 4 2 5")  # 6+1+3+4+2+5 = 21
+    assert not DICE.is_correct("T2 U1", "6 1 3 4 2 4")  # 20
+    assert not DICE.is_correct("T2 U1", "6 1 3 4 7")  # five dice (and a 7)
+    assert not DICE.is_correct("T1 U2", "0 2 2 2 3 3")  # 12, but 0 is not a face
+    assert not DICE.is_correct("T2 U1", "6 1 3 4 2 5 0")  # seven words
+    assert not DICE.is_correct("T2 U1", "613425")  # one word
+
+
+def test_multisets_by_hand():
+    # Six dice totalling 7: only {1,1,1,1,1,2}. Totalling 8: {1,1,1,1,1,3} and {1,1,1,1,2,2}.
+    assert DICE.correct_multisets(7) == [(1, 1, 1, 1, 1, 2)]
+    assert DICE.correct_multisets(8) == [(1, 1, 1, 1, 1, 3), (1, 1, 1, 1, 2, 2)]
+    assert len(DICE.correct_multisets(21)) == 32  # the most of any total
+    assert DICE.correct_multisets(37) == []
+
+
+def test_the_judge_is_the_digit_multiset():
+    pairs = [("1 2 3 4 5 6", "6 5 4 3 2 1"), ("1 2 3 4 5 6", "1 2 3 4 5 5"), ("2 2 1", "1 2 2")]
+    assert multiset_judge(pairs) == [1.0, 0.0, 1.0]
+    assert answer_class("3 1 2") == ("1", "2", "3")
+
+
+@settings(max_examples=40, deadline=None)
+@given(target=st.integers(6, 36), exponent=st.floats(0, 3), seed=st.integers(0, 99))
+def test_warm_start_answers_are_always_correct(target, exponent, seed):
+    answer = DICE.sample_answer(target, exponent, seed, np.random.default_rng(seed))
+    assert DICE.is_correct(prompt_text(target), " ".join(map(str, answer)))
+
+
+def test_zipf_favourites():
+    # Total 9 has 3 multisets; exponent 1 weights ranks 1 : 1/2 : 1/3 = 6/11, 3/11, 2/11.
+    rng = np.random.default_rng(0)
+    draws = Counter(
+        tuple(sorted(DICE.sample_answer(9, 1.0, seed=5, rng=rng))) for _ in range(11000)
+    )
+    shares = sorted((c / 11000 for c in draws.values()), reverse=True)
+    np.testing.assert_allclose(shares, [6 / 11, 3 / 11, 2 / 11], atol=0.02)
+    # The favourite differs between targets and seeds but is fixed for a (seed, target).
+    first = Counter(tuple(sorted(DICE.sample_answer(21, 5.0, 1, rng))) for _ in range(50))
+    again = Counter(tuple(sorted(DICE.sample_answer(21, 5.0, 1, rng))) for _ in range(50))
+    assert first.most_common(1)[0][0] == again.most_common(1)[0][0]
+
+
+def test_heldout_targets_are_never_trained_on():
+    cfg = DigitSumTaskConfig(kind="digit_sum")  # 12..30, every 4th from 13 held out
+    targets = digit_sum_targets(cfg)
+    assert targets["heldout"] == [13, 17, 21, 25, 29]
+    assert not set(targets["heldout"]) & set(targets["train"])
+    assert sorted(targets["train"] + targets["heldout"]) == list(range(12, 31))
+
+
+def test_infeasible_task_configs_are_refused():
+    with pytest.raises(ConfigError, match=r"need 6 <= min_target < max_target <= 36"):
+        validate_section(DigitSumTaskConfig, {"kind": "digit_sum", "max_target": 40}, "task")
+    with pytest.raises(ConfigError, match=r"task\.length"):
+        validate_section(DigitSumTaskConfig, {"kind": "digit_sum", "length": 5}, "task")
+
+
+def test_tokenizers_round_trip_through_save_and_load(tmp_path):
+    from transformers import AutoTokenizer
+
+    words = word_tokenizer(DICE.vocabulary())
+    words.save_pretrained(tmp_path / "w")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "w")
+    ids = loaded("T1 U3 6 1 3")["input_ids"]
+    assert len(ids) == 5 and loaded.unk_token_id not in ids
+    assert loaded.decode(ids[2:], skip_special_tokens=True) == "6 1 3"
+    chars = char_tokenizer()
+    chars.save_pretrained(tmp_path / "c")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "c")
+    text = "Tell me a story,\n please!"
+    assert loaded.decode(loaded(text)["input_ids"]) == text
+
+
+def tiny_dice_policy(seed: int = 0):
+    tokenizer = word_tokenizer(DICE.vocabulary())
+    torch.manual_seed(seed)
+    return tiny_llama(tokenizer, 32, 1, 2, 64, 12), tokenizer
+
+
+def test_warm_start_teaches_the_format():
+    model, tokenizer = tiny_dice_policy()
+    losses = warm_start(
+        model, tokenizer, DICE, list(range(12, 31)), 40, 32, 3e-3, 1.0, seed=0, progress=False
+    )
+    # Cross-entropy over 7 predicted tokens starts near ln(vocab = 3 + 6 + 20 = 29) = 3.4 and
+    # must fall well below it once the model predicts only faces then EOS.
+    assert losses[0] > 2.5
+    assert np.mean(losses[-5:]) < 2.0
+
+
+def test_evaluation_counts_correct_and_distinct_answers():
+    model, tokenizer = tiny_dice_policy()
+    rows = [{"prompt": "T1 U2"}, {"prompt": "T2 U0"}]
+
+    def always(prompts, completions, **_):
+        return [1.0] * len(completions)
+
+    kwargs = dict(
+        judge=multiset_judge,
+        threshold=0.5,
+        num_samples=8,
+        ks=[1, 8],
+        max_new_tokens=7,
+        temperature=1.0,
+        seed=3,
+    )
+    everything = evaluate(model, tokenizer, rows, always, **kwargs)
+    # Every sample counts as correct: pass@k = 1 and the correct classes are all classes.
+    assert everything["pass@1"] == everything["pass@8"] == 1.0
+    assert everything["distinct_correct"] == everything["distinct_all"] > 1
+    real = evaluate(model, tokenizer, rows, digit_sum_quality(DICE), **kwargs)
+    assert real["distinct_all"] == everything["distinct_all"]  # same seed, same samples
+    assert 0.0 <= real["pass@1"] <= real["pass@8"] <= 1.0
+    with pytest.raises(ValueError, match="1 <= k <= num_samples=8"):
+        evaluate(model, tokenizer, rows, always, **{**kwargs, "ks": [16]})
+
+
+def test_report_table_and_summary(tmp_path):
+    run = tmp_path / "darling"
+    run.mkdir()
+    (run / "eval_history.jsonl").write_text(
+        json.dumps({"step": 0, "pass@1": 0.3, "distinct_correct": 5.0, "distinct_all": 20.0})
+        + "\n"
+        + json.dumps({"step": 10, "pass@1": 0.5, "distinct_correct": 7.0, "distinct_all": 15.0})
+        + "\n"
+    )
+    (run / "train_log.jsonl").write_text(
+        "".join(
+            json.dumps({"step": s, "darling/diversity_mean": d}) + "\n"
+            for s, d in [(1, 0.9), (2, 0.7)]
+        )
+    )
+    summary = arm_summary(run, [1])
+    assert summary == {
+        "step": 10, "pass@1": 0.5, "distinct_correct": 7.0, "distinct_all": 15.0,
+        "train_diversity_mean": pytest.approx(0.8),  # (0.9 + 0.7) / 2
+    }  # fmt: skip
+    table = format_table({"darling": summary}, ["pass@1", "distinct_correct"])
+    assert table.splitlines() == [
+        "| arm | pass@1 | distinct_correct |",
+        "|---|---|---|",
+        "| darling | 0.500 | 7.000 |",
+    ]
+
+
+def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
+    """The README command at toy scale: 1 seed, 3 arms, 2 steps each; a rerun trains nothing."""
+    spec = importlib.util.spec_from_file_location(
+        "darling_mini", REPO / "recipes" / "darling_mini.py"
+    )
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    argv = [
+        f"output_dir={tmp_path}",
+        "seeds=[3]",
+        "warm_start.steps=5",
+        "trainer.max_steps=2",
+        "trainer.save_steps=1",
+        "evaluation.every_steps=1",
+        "evaluation.num_samples=4",
+        "evaluation.pass_at_k=[1,4]",
+        "logging.report_to=[]",
+        "logging.progress_bar=false",
+    ]
+    result = recipe.main(argv)
+    assert list(result["arms"]) == ["grpo", "grpo_no_std", "darling"]
+    for name in result["arms"]:
+        summary = result["arms"][name][3]
+        assert summary["step"] == 2
+        assert 0.0 <= summary["pass@1"] <= summary["pass@4"] <= 1.0
+        assert [
+            r["step"]
+            for r in map(
+                json.loads,
+                (tmp_path / "seed-3" / name / "eval_history.jsonl").read_text().splitlines(),
+            )
+        ] == [0, 1, 2]
+    for file in ("comparison.md", "comparison.json", "curves.png", "pass_at_k.png"):
+        assert (tmp_path / file).stat().st_size > 0
+    table = capsys.readouterr().out
+    assert "| darling |" in table and "distinct_correct: darling - grpo" in table
+
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-3/*/final_metrics.json")}
+    assert len(stamps) == 3
+    again = recipe.main(argv)
+    assert again["arms"] == result["arms"]
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing retrained
