@@ -1,0 +1,22 @@
+"""The shared input-JSONL reader: all bad lines reported with file:line."""
+
+import pytest
+
+from darling_nemo.jsonl import read_jsonl
+
+
+def test_reads_objects_and_skips_blank_lines(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n')
+    assert read_jsonl(path) == [{"a": 1}, {"a": 2}]
+
+
+def test_every_bad_line_is_named(tmp_path):
+    path = tmp_path / "b.jsonl"
+    path.write_text('{"a": 1}\n{oops\n[1, 2]\n')
+    with pytest.raises(ValueError) as err:
+        read_jsonl(path)
+    assert f"{path}:2: not valid JSON" in str(err.value)
+    assert f"{path}:3: expected a JSON object" in str(err.value)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        read_jsonl(tmp_path / "missing.jsonl")
