@@ -235,7 +235,7 @@ def partition_all_pairs(
 # ---------------------------------------------------------------------------------------------
 
 
-def diversity_from_classes(class_ids: Sequence[int], floor: float = 0.1) -> np.ndarray:
+def diversity_from_classes(class_ids: Sequence[int], *, floor: float) -> np.ndarray:
     """Div(y_i) = (n - |class(y_i)|) / (n - 1), then max(., floor).
 
     n = 1: the reference divides by zero; here a lone response has nothing to repeat, so
@@ -252,7 +252,7 @@ def diversity_from_classes(class_ids: Sequence[int], floor: float = 0.1) -> np.n
 
 
 def diversity_correct_only(
-    class_ids: Sequence[int], correct: Sequence[bool], floor: float = 0.1
+    class_ids: Sequence[int], correct: Sequence[bool], *, floor: float
 ) -> np.ndarray:
     """Reference `partition_correct`: diversity among the correct responses only.
 
@@ -272,7 +272,7 @@ def diversity_correct_only(
     return out
 
 
-def ngram_diversity(responses: Sequence[str], n: int = 4) -> np.ndarray:
+def ngram_diversity(responses: Sequence[str], *, n: int) -> np.ndarray:
     """Lexical diversity of the reference ablation ("quality x 4-gram").
 
     For each response: |its distinct whitespace n-grams found in no other response of the
@@ -312,8 +312,9 @@ def _zscore(x: np.ndarray) -> np.ndarray:
 def fuse(
     quality: Sequence[float],
     diversity: Sequence[float],
-    fusion: Fusion = Fusion.MULTIPLICATIVE,
-    quality_shift: QualityShift = QualityShift.NONE,
+    *,
+    fusion: Fusion,
+    quality_shift: QualityShift,
 ) -> np.ndarray:
     """Combine one group's quality and diversity into the DARLING reward.
 
@@ -347,9 +348,10 @@ def group_indices(group_ids: Sequence[Hashable]) -> list[np.ndarray]:
 def advantages(
     rewards: Sequence[float],
     group_ids: Sequence[Hashable],
-    baseline: Baseline = Baseline.MEAN,
-    normalize_std: bool = False,
-    std_epsilon: float = 1e-6,
+    *,
+    baseline: Baseline,
+    normalize_std: bool,
+    std_epsilon: float,
 ) -> np.ndarray:
     """A_i = r_i - baseline_i within each group (groups by id, any order, ragged sizes).
 
@@ -384,18 +386,19 @@ def advantages(
 
 @dataclass(frozen=True)
 class DarlingSettings:
-    """The algorithm's knobs, as plain values (the pydantic schema builds this)."""
+    """The algorithm's knobs as plain values. No defaults here: `schema.DarlingConfig`
+    holds them (the reference's) and builds this with `.settings()`."""
 
-    diversity: str = "semantic"  # "semantic" (partition) or "ngram" (lexical ablation)
-    ngram: int = 4
-    floor: float = 0.1
-    partition_scope: PartitionScope = PartitionScope.ALL
-    fusion: Fusion = Fusion.MULTIPLICATIVE
-    quality_shift: QualityShift = QualityShift.NONE
-    baseline: Baseline = Baseline.MEAN
-    normalize_std: bool = False
-    std_epsilon: float = 1e-6
-    threshold: float = 0.5
+    diversity: str  # "semantic" (partition) or "ngram" (lexical ablation)
+    ngram: int
+    floor: float
+    partition_scope: PartitionScope
+    fusion: Fusion
+    quality_shift: QualityShift
+    baseline: Baseline
+    normalize_std: bool
+    std_epsilon: float
+    threshold: float
 
 
 @dataclass(frozen=True)
@@ -445,7 +448,7 @@ def darling_batch(
 
     if settings.diversity == "ngram":
         for rows in groups:
-            diversity[rows] = ngram_diversity([responses[i] for i in rows], settings.ngram)
+            diversity[rows] = ngram_diversity([responses[i] for i in rows], n=settings.ngram)
             num_classes.append(0)
             pairs_judged.append(0)
     elif settings.diversity == "semantic":
@@ -463,20 +466,26 @@ def darling_batch(
             num_classes.append(part.num_classes + (len(rows) - len(sub)))
             if settings.partition_scope is PartitionScope.ALL:
                 class_ids[rows] = part.class_ids
-                diversity[rows] = diversity_from_classes(part.class_ids, settings.floor)
+                diversity[rows] = diversity_from_classes(part.class_ids, floor=settings.floor)
             else:
                 local = np.arange(len(rows)) + len(sub)  # incorrect: singleton classes
                 correct = q[rows] > 0
                 local[correct] = part.class_ids
                 class_ids[rows] = local
-                diversity[rows] = diversity_correct_only(local, correct, settings.floor)
+                diversity[rows] = diversity_correct_only(local, correct, floor=settings.floor)
     else:
         raise ValueError(f"unknown diversity {settings.diversity!r}: use 'semantic' or 'ngram'")
 
     for rows in groups:
-        reward[rows] = fuse(q[rows], diversity[rows], settings.fusion, settings.quality_shift)
+        reward[rows] = fuse(
+            q[rows], diversity[rows], fusion=settings.fusion, quality_shift=settings.quality_shift
+        )
     adv = advantages(
-        reward, group_ids, settings.baseline, settings.normalize_std, settings.std_epsilon
+        reward,
+        group_ids,
+        baseline=settings.baseline,
+        normalize_std=settings.normalize_std,
+        std_epsilon=settings.std_epsilon,
     )
     return DarlingBatch(
         quality=q,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from darling_nemo.core import (
     Baseline,
-    DarlingSettings,
     Fusion,
     PartitionScope,
     QualityShift,
@@ -22,6 +23,13 @@ from darling_nemo.core import (
     partition_groups,
     short_answer_equivalent,
 )
+from darling_nemo.schema import validate_darling
+
+REFERENCE = validate_darling({}).settings()  # the schema's defaults: the reference code's
+FLOOR = REFERENCE.floor  # 0.1
+PLAIN = {"fusion": Fusion.MULTIPLICATIVE, "quality_shift": QualityShift.NONE}
+MEAN_NO_STD = {"baseline": Baseline.MEAN, "normalize_std": False, "std_epsilon": 1e-6}
+LOO_NO_STD = {**MEAN_NO_STD, "baseline": Baseline.LEAVE_ONE_OUT}
 
 
 def table_judge(table: dict[tuple[str, str], float]):
@@ -80,7 +88,9 @@ def test_joke_example_from_paper():
     judge = table_judge({(a, b): 0.9, (a, c): 0.2, (a, d): 0.1, (b, c): 0.3, (b, d): 0.0})
     (part,) = partition_groups([[a, b, c, d]], judge, threshold=0.5)
     assert part.class_ids == [0, 0, 1, 2]
-    np.testing.assert_allclose(diversity_from_classes(part.class_ids), [2 / 3, 2 / 3, 1, 1])
+    np.testing.assert_allclose(
+        diversity_from_classes(part.class_ids, floor=FLOOR), [2 / 3, 2 / 3, 1, 1]
+    )
     assert part.pairs_total == 6
     # All 6 pairs are needed: only (a,b) merges, and every cross-class pair must be checked.
     assert part.pairs_judged == 6
@@ -171,18 +181,20 @@ def test_waves_batch_pairs_of_all_groups_in_one_call():
 
 def test_diversity_floor_all_identical_group():
     # n = 8, one class of 8: (8-8)/7 = 0 -> floored to 0.1 (reference); floor 0 gives 0.
-    np.testing.assert_allclose(diversity_from_classes([0] * 8), [0.1] * 8)
+    np.testing.assert_allclose(diversity_from_classes([0] * 8, floor=FLOOR), [0.1] * 8)
     np.testing.assert_allclose(diversity_from_classes([0] * 8, floor=0.0), [0.0] * 8)
 
 
 def test_diversity_two_classes_of_four():
     # (8-4)/7 = 4/7 for every response.
-    np.testing.assert_allclose(diversity_from_classes([0, 0, 0, 0, 1, 1, 1, 1]), [4 / 7] * 8)
+    np.testing.assert_allclose(
+        diversity_from_classes([0, 0, 0, 0, 1, 1, 1, 1], floor=FLOOR), [4 / 7] * 8
+    )
 
 
 def test_diversity_single_response_and_empty():
-    np.testing.assert_allclose(diversity_from_classes([0]), [1.0])
-    assert diversity_from_classes([]).size == 0
+    np.testing.assert_allclose(diversity_from_classes([0], floor=FLOOR), [1.0])
+    assert diversity_from_classes([], floor=FLOOR).size == 0
 
 
 def test_diversity_correct_only_reference():
@@ -190,10 +202,12 @@ def test_diversity_correct_only_reference():
     # correct in class of size 2: (3-2)/2 = 0.5; singleton correct: (3-1)/2 = 1; incorrect: floor.
     ids = [0, 0, 1, 2]
     np.testing.assert_allclose(
-        diversity_correct_only(ids, [True, True, True, False]), [0.5, 0.5, 1.0, 0.1]
+        diversity_correct_only(ids, [True, True, True, False], floor=FLOOR), [0.5, 0.5, 1.0, 0.1]
     )
     # One correct response: the reference gives every response the floor, even that one.
-    np.testing.assert_allclose(diversity_correct_only([0, 1, 2], [True, False, False]), [0.1] * 3)
+    np.testing.assert_allclose(
+        diversity_correct_only([0, 1, 2], [True, False, False], floor=FLOOR), [0.1] * 3
+    )
 
 
 def test_ngram_diversity_reference_definition():
@@ -210,28 +224,40 @@ def test_ngram_diversity_reference_definition():
 
 def test_multiplicative_fusion():
     # quality [1, 1, 0, 1] x diversity [2/3, 2/3, 1, 1] = [2/3, 2/3, 0, 1]
-    np.testing.assert_allclose(fuse([1, 1, 0, 1], [2 / 3, 2 / 3, 1, 1]), [2 / 3, 2 / 3, 0, 1])
+    np.testing.assert_allclose(
+        fuse([1, 1, 0, 1], [2 / 3, 2 / 3, 1, 1], **PLAIN), [2 / 3, 2 / 3, 0, 1]
+    )
 
 
 def test_negative_quality_reference_flaw_and_group_min_shift():
     # Reward-model scores [-2, -1]; diversities [1.0, 0.1].
     # Plain product: [-2.0, -0.1]: the more diverse response is punished more.
-    np.testing.assert_allclose(fuse([-2, -1], [1.0, 0.1]), [-2.0, -0.1])
+    np.testing.assert_allclose(fuse([-2, -1], [1.0, 0.1], **PLAIN), [-2.0, -0.1])
     # group_min: q - min(q) = [0, 1]; times d = [0, 0.1].
     np.testing.assert_allclose(
-        fuse([-2, -1], [1.0, 0.1], quality_shift=QualityShift.GROUP_MIN), [0.0, 0.1]
+        fuse(
+            [-2, -1], [1.0, 0.1], fusion=Fusion.MULTIPLICATIVE, quality_shift=QualityShift.GROUP_MIN
+        ),
+        [0.0, 0.1],
     )
 
 
 def test_additive_fusion_zscores():
     # q = [0, 1]: mean 0.5, pop std 0.5 -> z = [-1, 1]; d = [1, 1] constant -> z = [0, 0].
-    np.testing.assert_allclose(fuse([0, 1], [1, 1], Fusion.ADDITIVE), [-1, 1])
+    np.testing.assert_allclose(
+        fuse([0, 1], [1, 1], fusion=Fusion.ADDITIVE, quality_shift=QualityShift.NONE), [-1, 1]
+    )
     # q = [1, 1] -> 0; d = [0.5, 1.0] -> z = [-1, 1].
-    np.testing.assert_allclose(fuse([1, 1], [0.5, 1.0], Fusion.ADDITIVE), [-1, 1])
+    np.testing.assert_allclose(
+        fuse([1, 1], [0.5, 1.0], fusion=Fusion.ADDITIVE, quality_shift=QualityShift.NONE), [-1, 1]
+    )
 
 
 def test_quality_only_fusion_ignores_diversity():
-    np.testing.assert_allclose(fuse([0.3, 0.7], [0.1, 1.0], Fusion.QUALITY_ONLY), [0.3, 0.7])
+    np.testing.assert_allclose(
+        fuse([0.3, 0.7], [0.1, 1.0], fusion=Fusion.QUALITY_ONLY, quality_shift=QualityShift.NONE),
+        [0.3, 0.7],
+    )
 
 
 # ----------------------------------------------------------------------------- advantages
@@ -239,43 +265,46 @@ def test_quality_only_fusion_ignores_diversity():
 
 def test_mean_baseline_no_std():
     # Group A rewards [2/3, 2/3, 0, 1], mean 7/12: [1/12, 1/12, -7/12, 5/12].
-    adv = advantages([2 / 3, 2 / 3, 0, 1], ["A"] * 4)
+    adv = advantages([2 / 3, 2 / 3, 0, 1], ["A"] * 4, **MEAN_NO_STD)
     np.testing.assert_allclose(adv, [1 / 12, 1 / 12, -7 / 12, 5 / 12])
 
 
 def test_groups_by_id_not_contiguous_and_ragged():
     # Rows: A, B, A, B, B -> A = [1, 3] mean 2 -> [-1, 1]; B = [0, 0, 3] mean 1 -> [-1, -1, 2].
-    adv = advantages([1, 0, 3, 0, 3], ["A", "B", "A", "B", "B"])
+    adv = advantages([1, 0, 3, 0, 3], ["A", "B", "A", "B", "B"], **MEAN_NO_STD)
     np.testing.assert_allclose(adv, [-1, -1, 1, -1, 2])
 
 
 def test_leave_one_out_baseline():
     # [1, 2, 6]: baselines (2+6)/2 = 4, (1+6)/2 = 3.5, (1+2)/2 = 1.5 -> [-3, -1.5, 4.5].
-    adv = advantages([1, 2, 6], [0, 0, 0], baseline=Baseline.LEAVE_ONE_OUT)
+    adv = advantages([1, 2, 6], [0, 0, 0], **LOO_NO_STD)
     np.testing.assert_allclose(adv, [-3, -1.5, 4.5])
     # A group of one gets 0.
-    np.testing.assert_allclose(advantages([5], [0], baseline=Baseline.LEAVE_ONE_OUT), [0])
+    np.testing.assert_allclose(advantages([5], [0], **LOO_NO_STD), [0])
 
 
 def test_std_normalisation_with_epsilon():
     # [0, 2]: mean 1, sample std sqrt(2) -> [-1, 1] / (sqrt(2) + eps).
-    adv = advantages([0, 2], [0, 0], normalize_std=True, std_epsilon=1e-6)
+    adv = advantages([0, 2], [0, 0], baseline=Baseline.MEAN, normalize_std=True, std_epsilon=1e-6)
     np.testing.assert_allclose(adv, [-1 / (2**0.5 + 1e-6), 1 / (2**0.5 + 1e-6)])
     # Constant group: std 0, advantage 0, no division by ~0.
-    np.testing.assert_allclose(advantages([3, 3], [0, 0], normalize_std=True), [0, 0])
+    np.testing.assert_allclose(
+        advantages([3, 3], [0, 0], baseline=Baseline.MEAN, normalize_std=True, std_epsilon=1e-6),
+        [0, 0],
+    )
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_non_finite_quality_names_the_index(bad):
     with pytest.raises(ValueError, match=r"quality\[2\]"):
-        darling_batch(["a", "b", "c"], [1.0, 0.0, bad], [0, 0, 0], None, DarlingSettings())
+        darling_batch(["a", "b", "c"], [1.0, 0.0, bad], [0, 0, 0], None, REFERENCE)
     with pytest.raises(ValueError, match=r"rewards\[1\]"):
-        advantages([0.0, bad], [0, 0])
+        advantages([0.0, bad], [0, 0], **MEAN_NO_STD)
 
 
 def test_batch_length_mismatch():
     with pytest.raises(ValueError, match="batch lengths differ"):
-        darling_batch(["a", "b"], [1.0], [0, 0], None, DarlingSettings())
+        darling_batch(["a", "b"], [1.0], [0, 0], None, REFERENCE)
 
 
 # ----------------------------------------------------------------------------- whole batch
@@ -290,7 +319,7 @@ def test_darling_batch_two_prompts_hand_checked():
     responses = ["4", "yes", "4", "yes", "four", "yes", "2+2 is four", "yes"]
     quality = [1, 1, 1, 0, 1, 1, 0, 0]
     ids = ["P", "Q"] * 4
-    out = darling_batch(responses, quality, ids, None, DarlingSettings())
+    out = darling_batch(responses, quality, ids, None, REFERENCE)
     np.testing.assert_allclose(out.diversity[0::2], [2 / 3, 2 / 3, 1, 1])
     np.testing.assert_allclose(out.diversity[1::2], [0.1] * 4)
     np.testing.assert_allclose(out.reward[0::2], [2 / 3, 2 / 3, 1, 0])
@@ -305,7 +334,7 @@ def test_darling_batch_correct_only_scope():
     # Group of 4: responses "a","a","b","c"; quality [1, 1, 1, 0].
     # Correct ones "a","a","b" -> classes {0,1},{2}: d = [(3-2)/2, 0.5, (3-1)/2] = [0.5, 0.5, 1];
     # incorrect "c": floor 0.1. Reward = q*d = [0.5, 0.5, 1, 0].
-    settings = DarlingSettings(partition_scope=PartitionScope.CORRECT)
+    settings = replace(REFERENCE, partition_scope=PartitionScope.CORRECT)
     out = darling_batch(["a", "a", "b", "c"], [1, 1, 1, 0], [0] * 4, None, settings)
     np.testing.assert_allclose(out.diversity, [0.5, 0.5, 1.0, 0.1])
     np.testing.assert_allclose(out.reward, [0.5, 0.5, 1.0, 0.0])
@@ -315,7 +344,7 @@ def test_darling_batch_correct_only_scope():
 def test_darling_batch_ngram_mode():
     # n = 4 ngram over whitespace; "a b c d" vs "a b c e": 4-grams {abcd} vs {abce}: both
     # unique, 1/1 each. Quality [1, 0.5] -> reward [1, 0.5]; adv [0.25, -0.25].
-    settings = DarlingSettings(diversity="ngram")
+    settings = replace(REFERENCE, diversity="ngram")
     out = darling_batch(["a b c d", "a b c e"], [1, 0.5], [0, 0], None, settings)
     np.testing.assert_allclose(out.diversity, [1, 1])
     np.testing.assert_allclose(out.advantage, [0.25, -0.25])

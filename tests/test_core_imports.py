@@ -21,8 +21,10 @@ def test_core_imports_without_ml_stacks():
 
         sys.meta_path.insert(0, Block())
         import darling_nemo.core, darling_nemo.schema, darling_nemo.config, darling_nemo.metrics
-        from darling_nemo.core import DarlingSettings, darling_batch
-        out = darling_batch(["4", "4", "four"], [1, 1, 1], [0, 0, 0], None, DarlingSettings())
+        from darling_nemo.core import darling_batch
+        from darling_nemo.schema import validate_darling
+        settings = validate_darling({{}}).settings()
+        out = darling_batch(["4", "4", "four"], [1, 1, 1], [0, 0, 0], None, settings)
         leaked = sorted(m for m in sys.modules if m.split(".")[0] in {FORBIDDEN!r})
         assert not leaked, leaked
         print(list(out.num_classes))
