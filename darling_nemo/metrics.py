@@ -1,10 +1,13 @@
-"""Small shared metrics: unbiased pass@k (Chen et al., 2021) and its curve over k."""
+"""Small shared metrics: unbiased pass@k (Chen et al., 2021) and its curve over k, and the
+number of distinct correct answers per group that both training engines log."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
+
+from darling_nemo.core import group_indices
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -49,3 +52,27 @@ def mean_pass_at_k(counts: Sequence[tuple[int, int]], ks: Sequence[int]) -> dict
         raise ValueError("mean_pass_at_k needs at least one problem")
     curves = np.stack([pass_at_k_curve(n, c, ks) for n, c in counts])
     return {int(k): float(v) for k, v in zip(ks, curves.mean(axis=0), strict=True)}
+
+
+def distinct_correct_per_group(
+    class_ids: Sequence[int], quality: Sequence[float], group_ids: Sequence[Hashable]
+) -> list[int]:
+    """Per group (in order of first appearance of its id): distinct classes among its
+    responses with quality > 0.
+
+    `class_ids` are classes within each group (core.DarlingBatch.class_ids); rows of a group
+    need not be contiguous. A class id < 0 marks a response outside any class (`diversity:
+    ngram` partitions nothing): each such correct response counts as one answer of its own.
+    """
+    classes = np.asarray(class_ids)
+    correct = np.asarray(quality, dtype=np.float64) > 0
+    if not (classes.size == correct.size == len(group_ids)):
+        raise ValueError(
+            f"lengths differ: {classes.size} class ids, {correct.size} qualities, "
+            f"{len(group_ids)} group ids"
+        )
+    counts = []
+    for rows in group_indices(group_ids):
+        ids = classes[rows[correct[rows]]]
+        counts.append(len(set(ids[ids >= 0].tolist())) + int((ids < 0).sum()))
+    return counts

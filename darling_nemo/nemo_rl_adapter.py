@@ -19,9 +19,14 @@ with grpo.normalize_rewards=false and use_leave_one_out_baseline=false (checked 
 `schema.validate_nemo_rl_config`) the trained advantage is DARLING's.
 `async_grpo_train` never calls scale_rewards, so async GRPO is refused at validation.
 
-Groups. Like NeMo-RL's baseline, rows are grouped by identical prompt token ids (the
-messages before the first assistant message). `idx` is not used: the async-engine rollout
-overwrites it with the row position.
+Groups. Rows are grouped by identical prompt token ids (the messages before the first
+assistant message), exactly as NeMo-RL's baseline (`calculate_baseline_and_std_per_prompt`,
+torch.unique over the prompts) groups them: identical prompts in one batch form one group,
+so DARLING partitions the same responses whose rewards NeMo-RL compares. `idx` is not
+used: it is not what the baseline groups by, and with the async engine it does not name
+the prompt (v0.4.0's `run_sample_multi_turn_rollout` stores `"idx": sample_idx`, the
+row's position in the batch, in each sample's final state, which
+`run_async_multi_turn_rollout` then reads back).
 
 Metrics reach NeMo-RL's logger (wandb / tensorboard / mlflow) through `DarlingLogger`, which
 wraps the Logger that `setup()` returns and writes the pending `darling/*` scalars at the
@@ -40,8 +45,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from darling_nemo.core import DarlingBatch, PairJudge, darling_batch, group_indices
+from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.judges import make_judge
+from darling_nemo.metrics import distinct_correct_per_group
 from darling_nemo.schema import ConfigError, DarlingConfig, validate_nemo_rl_config
 
 NEMO_RL_VERSION = "0.4.0"
@@ -163,10 +169,9 @@ class DarlingRewardTransform:
         self._reward.append(result.reward)
         self._advantage.append(result.advantage)
         self._num_classes.extend(result.num_classes)
-        for rows in group_indices(prompts):
-            correct = rows[result.quality[rows] > 0]
-            ids = result.class_ids[correct]  # -1 (no classes) with diversity: ngram
-            self._distinct_correct.append(len(set(ids.tolist())) if (ids >= 0).all() else ids.size)
+        self._distinct_correct.extend(
+            distinct_correct_per_group(result.class_ids, result.quality, prompts)
+        )
         self._group_sizes.extend(result.group_sizes)
         self._pairs_judged += result.pairs_judged
         self._pairs_total += result.pairs_total
@@ -469,14 +474,57 @@ def start(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     return cfg, tokenizer
 
 
+def save_by_epoch(job_end_epoch: str | None, save_margin_s: str | None) -> float | None:
+    """When a SLURM run must have saved (epoch seconds): the job's end minus the margin, as
+    slurm/common.sh passes them in DARLING_JOB_END_EPOCH and DARLING_SAVE_MARGIN_S.
+    None when the job has no end (not under the launcher, or no time limit)."""
+    if not job_end_epoch:
+        return None
+    values = []
+    for name, text in (
+        ("DARLING_JOB_END_EPOCH", job_end_epoch),
+        ("DARLING_SAVE_MARGIN_S", save_margin_s),
+    ):
+        try:
+            values.append(float(text or ""))
+        except ValueError:
+            raise ValueError(
+                f"{name}={text!r}: expected seconds (slurm/common.sh sets it with the other)"
+            ) from None
+    return values[0] - values[1]
+
+
+def checkpoint_must_save_by(save_by: float, now: float, configured: str | None = None) -> str:
+    """NeMo-RL's checkpointing.checkpoint_must_save_by ("DD:HH:MM:SS") to save by `save_by`.
+
+    NeMo-RL's TimeoutChecker counts it from its creation at the start of grpo_train, not
+    from the start of the job, so `now` must be that moment. The earlier of this and a value
+    the config sets itself; "00:00:00:00" (save after the next step and stop) if past.
+    """
+    left = max(0, int(save_by - now))
+    if configured is not None:
+        days, hours, minutes, seconds = (int(x) for x in configured.split(":"))
+        left = min(left, ((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    days, rest = divmod(left, 86400)
+    return f"{days:02d}:{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+
 def train(
     cfg: dict[str, Any],
     tokenizer: Any,
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
 ) -> None:
-    """NeMo-RL's own setup() and grpo_train(), with the DARLING reward and metrics hooked in."""
+    """NeMo-RL's own setup() and grpo_train(), with the DARLING reward and metrics hooked in.
+
+    Under slurm/common.sh (DARLING_JOB_END_EPOCH set) checkpointing.checkpoint_must_save_by
+    is set right before grpo_train, to save and stop DARLING_SAVE_MARGIN_S before the job's
+    end whatever the setup took; the launcher then requeues the job.
+    """
     from nemo_rl.algorithms.grpo import grpo_train, setup
 
+    save_by = save_by_epoch(  # read (and checked) before the long setup
+        os.environ.get("DARLING_JOB_END_EPOCH"), os.environ.get("DARLING_SAVE_MARGIN_S")
+    )
     dataset, val_dataset, task_to_env, val_task_to_env = data
     (
         policy,
@@ -491,6 +539,13 @@ def train(
         master_config,
     ) = setup(cfg, tokenizer, dataset, val_dataset)
     with darling_rewards(master_config) as transform:
+        if save_by is not None:
+            ckpt = master_config["checkpointing"]
+            ckpt["checkpoint_must_save_by"] = checkpoint_must_save_by(
+                save_by, time.time(), ckpt["checkpoint_must_save_by"]
+            )
+            deadline = ckpt["checkpoint_must_save_by"]
+            print(f"checkpointing.checkpoint_must_save_by={deadline} (from now)", flush=True)
         grpo_train(
             policy,
             policy_generation,

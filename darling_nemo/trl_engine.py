@@ -36,13 +36,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from darling_nemo.config import save_config
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
+from darling_nemo.jsonl import read_jsonl
+from darling_nemo.metrics import distinct_correct_per_group
 from darling_nemo.mini.evaluate import QualityFn, evaluate
 from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.schema import (
     ChatTaskConfig,
+    ConfigError,
     DarlingConfig,
     DigitSumTaskConfig,
     LengthStandInQualityConfig,
@@ -61,26 +65,34 @@ TOKEN_LEVEL_LOSSES = ("bnpo", "dapo")
 
 
 def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
-    """The text of a TRL completion: a string, or a conversational list of messages."""
+    """The text of a TRL completion (or prompt): a string, or a conversational list of
+    messages (TRL's completions then are [{"role": "assistant", "content": text}]); content
+    given as parts ([{"type": "text", "text": ...}]) contributes its text parts."""
     if isinstance(completion, str):
         return completion
-    return "".join(str(message.get("content", "")) for message in completion)
+    texts = []
+    for message in completion:
+        content = message.get("content") or ""
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts.extend(str(part.get("text", "")) for part in content)
+    return "".join(texts)
 
 
-def darling_metrics(batch: DarlingBatch) -> dict[str, float]:
+def conversational(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows whose "prompt" is one user message, so TRL renders the policy's chat template."""
+    return [{**row, "prompt": [{"role": "user", "content": row["prompt"]}]} for row in rows]
+
+
+def darling_metrics(batch: DarlingBatch, group_ids: Sequence[Hashable]) -> dict[str, float]:
     """Scalar metrics of one DARLING batch, logged under `darling/` by both engines' loggers.
 
-    distinct_correct_per_group counts the classes among each group's responses with quality
-    > 0 (with `diversity: ngram` there are no classes and it counts correct responses).
+    distinct_correct_per_group: see `metrics.distinct_correct_per_group` (with `diversity:
+    ngram` there are no classes and it counts correct responses).
     """
     correct = batch.quality > 0
-    distinct_correct = []
-    start = 0
-    for size in batch.group_sizes:
-        rows = slice(start, start + size)
-        start += size
-        ids = batch.class_ids[rows][correct[rows]]
-        distinct_correct.append(len(set(ids.tolist())) if (ids >= 0).all() else int(ids.size))
+    distinct_correct = distinct_correct_per_group(batch.class_ids, batch.quality, group_ids)
     return {
         "darling/quality_mean": float(batch.quality.mean()),
         "darling/correct_fraction": float(correct.mean()),
@@ -200,8 +212,9 @@ class DarlingReward:
         quality = self.quality(prompts, completions, **kwargs)
         texts = [completion_text(c) for c in completions]
         started = time.perf_counter()
-        batch = darling_batch(texts, quality, self.group_ids(prompts), self.judge, self.settings)
-        metrics = darling_metrics(batch)
+        group_ids = self.group_ids(prompts)
+        batch = darling_batch(texts, quality, group_ids, self.judge, self.settings)
+        metrics = darling_metrics(batch, group_ids)
         metrics["darling/seconds"] = time.perf_counter() - started
         self.last_batch, self.last_metrics = batch, metrics
         log_metric = kwargs.get("log_metric")  # recent TRL (1.16 does) passes it
@@ -277,7 +290,7 @@ def digit_sum_quality(task: DigitSum) -> QualityFn:
         prompts: Sequence[str], completions: Sequence[Any], **_: Any
     ) -> list[float]:
         return [
-            float(task.is_correct(p, completion_text(c)))
+            float(task.is_correct(completion_text(p), completion_text(c)))
             for p, c in zip(prompts, completions, strict=True)
         ]
 
@@ -335,15 +348,15 @@ class RewardModelQuality:
         self.cfg = cfg
 
     def render(self, prompt: Any, completion: Any) -> str:
-        prompt_str = prompt if isinstance(prompt, str) else completion_text(prompt)
+        """The reward model's input: the conversation in its chat template, if it has one."""
         response = completion_text(completion)
         if self.tokenizer.chat_template:
-            messages = [
-                {"role": "user", "content": prompt_str},
-                {"role": "assistant", "content": response},
-            ]
+            messages = (
+                [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+            )
+            messages.append({"role": "assistant", "content": response})
             return self.tokenizer.apply_chat_template(messages, tokenize=False)
-        return prompt_str + response
+        return completion_text(prompt) + response
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
         import torch
@@ -362,22 +375,6 @@ class RewardModelQuality:
             with torch.inference_mode():
                 scores.extend(self.model(**encoded).logits[:, 0].float().tolist())
         return scores
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; a bad line raises naming the file and line number."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path} (relative to {Path.cwd()})")
-    rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: invalid JSON: {err}") from None
-    return rows
 
 
 def column(rows: Sequence[Mapping[str, Any]], key: str, path: str, config_key: str) -> list[Any]:
@@ -676,6 +673,107 @@ def run_evaluation(
     )
 
 
+# Settings that may differ between an interrupted run and its continuation because they do
+# not change what is trained or measured: where outputs go, what is printed or logged where,
+# how many CPU threads compute the same numbers, how often (and how many) checkpoints are
+# kept. trainer.max_steps may also change, see `check_resume_config`.
+RESUME_MAY_CHANGE = (
+    "resume",
+    "output_dir",
+    "torch_threads",
+    "logging",
+    "trainer.save_steps",
+    "trainer.save_total_limit",
+)
+
+
+def flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a.b.c": value} for nested mappings (lists are values)."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flat_settings(value, f"{path}."))
+        else:
+            flat[path] = value
+    return flat
+
+
+def changed_settings(
+    saved: Mapping[str, Any], new: Mapping[str, Any], ignore: Sequence[str] = ()
+) -> list[str]:
+    """One line "key.path: old -> new" per setting that differs between two nested configs.
+
+    A key missing on one side shows as <unset>; key paths in `ignore` (and everything under
+    them) are not compared. Used before reusing anything a run saved (a TRL run directory,
+    the miniature's warm start), so changed settings are refused instead of silently reusing
+    or mixing old results.
+    """
+    before, after = flat_settings(saved), flat_settings(new)
+
+    def ignored(path: str) -> bool:
+        return any(path == key or path.startswith(f"{key}.") for key in ignore)
+
+    def show(flat: Mapping[str, Any], path: str) -> str:
+        return repr(flat[path]) if path in flat else "<unset>"
+
+    return [
+        f"{path}: {show(before, path)} -> {show(after, path)}"
+        for path in sorted(before.keys() | after.keys())
+        if not ignored(path)
+        and (path not in before or path not in after or before[path] != after[path])
+    ]
+
+
+def check_resume_config(run_cfg: TrlRunConfig) -> None:
+    """Refuse an output_dir that holds a run made with settings that change its results.
+
+    The config saved there (config.yaml) is compared key by key with `run_cfg`, except the
+    keys in RESUME_MAY_CHANGE. trainer.max_steps may grow or shrink under a constant
+    learning rate (the prompt order of a longer run starts with the shorter run's, see
+    `prompt_stream`), but never below the steps already trained; with a linear or cosine
+    schedule the learning rate of every step depends on max_steps, so it may not change.
+    """
+    output_dir = Path(run_cfg.output_dir)
+    final_path = output_dir / "final_metrics.json"
+    checkpoint = last_checkpoint(output_dir)
+    if not run_cfg.resume and (checkpoint or final_path.is_file()):
+        raise ConfigError(
+            f"output_dir {output_dir} already holds a run: set resume: true to continue it, "
+            "or choose another output_dir (nothing is deleted for you)"
+        )
+    saved_path = output_dir / "config.yaml"
+    if not saved_path.is_file():
+        return
+    saved = yaml.safe_load(saved_path.read_text()) or {}
+    new = run_cfg.model_dump(mode="json")
+    ignore = list(RESUME_MAY_CHANGE)
+    constant_lr = run_cfg.trainer.lr_scheduler == "constant"
+    if constant_lr and saved.get("trainer", {}).get("lr_scheduler") == "constant":
+        ignore.append("trainer.max_steps")
+    changes = changed_settings(saved, new, ignore)
+    if changes:
+        hint = (
+            "\n(trainer.max_steps may change only with trainer.lr_scheduler: constant)"
+            if any(c.startswith("trainer.max_steps:") for c in changes)
+            else ""
+        )
+        raise ConfigError(
+            f"{output_dir} holds a run made with other settings (saved in {saved_path}):\n  "
+            + "\n  ".join(changes)
+            + f"{hint}\nUse another output_dir, or delete {output_dir} to start over."
+        )
+    trained = max(
+        checkpoint_step(checkpoint) if checkpoint else 0,
+        json.loads(final_path.read_text())["global_step"] if final_path.is_file() else 0,
+    )
+    if trained > run_cfg.trainer.max_steps:
+        raise ConfigError(
+            f"trainer.max_steps={run_cfg.trainer.max_steps}, but {output_dir} already holds "
+            f"{trained} trained steps: use another output_dir for a shorter run"
+        )
+
+
 def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     """Train with TRL's GRPOTrainer and DARLING rewards; return the final metrics.
 
@@ -683,7 +781,12 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     checkpoints (`checkpoint-N`), `config.yaml`, TensorBoard logs, `eval_history.jsonl`
     (held-out evaluation at step 0, every `evaluation.every_steps`, and at the end) and
     `final_metrics.json`. With `resume: true` (default) a rerun continues from the newest
-    checkpoint; a finished run returns its saved final metrics.
+    checkpoint; a finished run returns its saved final metrics. A rerun whose settings
+    would change the results is refused, naming the keys (`check_resume_config`).
+
+    A policy whose tokenizer has a chat template (an instruct model) gets every prompt as
+    one user message, so TRL renders it in that template (and the held-out evaluation
+    too); a policy without one (the tiny policies, most base models) gets the plain text.
     """
     run_cfg = validate_run_config(cfg)
     import torch
@@ -694,11 +797,7 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     output_dir = Path(run_cfg.output_dir)
     final_path = output_dir / "final_metrics.json"
     history_path = output_dir / "eval_history.jsonl"
-    if not run_cfg.resume and (last_checkpoint(output_dir) or final_path.is_file()):
-        raise ValueError(
-            f"output_dir {output_dir} already holds a run: set resume: true to continue it, "
-            "or choose another output_dir (nothing is deleted for you)"
-        )
+    check_resume_config(run_cfg)
     if run_cfg.resume and final_path.is_file():
         final = json.loads(final_path.read_text())
         if final.get("global_step") == run_cfg.trainer.max_steps:
@@ -715,6 +814,9 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     set_seed(run_cfg.seed)
     task = build_task(run_cfg)
     model, tokenizer = build_policy(run_cfg, task, output_dir)
+    if tokenizer.chat_template:  # a chat/instruct policy: TRL renders each prompt in it
+        task.train_rows = conversational(task.train_rows)
+        task.heldout_rows = conversational(task.heldout_rows)
     args = grpo_args(run_cfg, output_dir)
     reward = DarlingReward(
         task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=task.judge

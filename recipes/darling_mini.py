@@ -9,7 +9,9 @@ section differs); then print and save the comparison table and the plots. Output
 `output_dir` (default runs/mini): seed-<s>/warm_start, seed-<s>/<arm> (checkpoints, logs,
 eval_history.jsonl), comparison.md/.json, curves.png, pass_at_k.png. Rerunning the same
 command after a kill continues: finished warm starts and arms are reused, an unfinished
-arm resumes from its newest checkpoint.
+arm resumes from its newest checkpoint. Rerunning with settings that change results
+(e.g. trainer.learning_rate=...) into the same output_dir is refused, naming the keys:
+pick a new output_dir. (Logging, threads and checkpoint frequency may change.)
 """
 
 from __future__ import annotations
@@ -36,9 +38,17 @@ from darling_nemo.mini.report import (
 from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.schema import ConfigError, MiniConfig, validate_section
-from darling_nemo.trl_engine import digit_sum_targets, digit_sum_task, run
+from darling_nemo.trl_engine import (
+    changed_settings,
+    check_resume_config,
+    digit_sum_targets,
+    digit_sum_task,
+    run,
+    validate_run_config,
+)
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "mini" / "default.yaml"
+WARM_START_SETTINGS = "warm_start_settings.json"  # what a warm start was made with
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -55,8 +65,6 @@ def main(argv: list[str] | None = None) -> dict:
     except ConfigError as err:
         sys.exit(f"{args.config}: {err}")
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    save_config(raw, out / "config.yaml")
     started = time.perf_counter()
     if cfg.torch_threads is not None:
         torch.set_num_threads(cfg.torch_threads)
@@ -64,13 +72,54 @@ def main(argv: list[str] | None = None) -> dict:
     split = digit_sum_targets(cfg.task)
     targets = split["train"] + split["heldout"]
     shared = cfg.model_dump(mode="json", exclude={"arms", "warm_start", "policy", "seeds"})
+    max_positions = len(prompt_text(0).split()) + cfg.trainer.max_completion_length
+
+    def warm_start_settings(seed: int) -> dict:
+        """Everything a seed's warm start depends on; saved next to it."""
+        return {
+            "seed": seed,
+            "max_positions": max_positions,
+            **cfg.model_dump(mode="json", include={"policy", "task", "warm_start"}),
+        }
+
+    def arm_config(seed: int, name: str) -> dict:
+        """The TRL run of one arm: the shared settings, this seed, this arm's darling: section."""
+        return {
+            **shared,
+            "engine": "trl",
+            "seed": seed,
+            "output_dir": str(out / f"seed-{seed}" / name),
+            "resume": True,
+            "policy": {
+                "kind": "pretrained",
+                "name_or_path": str(out / f"seed-{seed}" / "warm_start"),
+                "dtype": "float32",
+            },
+            "darling": cfg.arms[name].model_dump(mode="json"),
+        }
+
+    # 2. Reuse only what was made with these settings: a warm start or arm made with other
+    # settings is refused (naming the keys) before anything trains, never mixed in.
+    try:
+        for seed in cfg.seeds:
+            check_warm_start(out / f"seed-{seed}" / "warm_start", warm_start_settings(seed))
+            for name in cfg.arms:
+                check_resume_config(validate_run_config(arm_config(seed, name)))
+    except ConfigError as err:
+        sys.exit(f"{args.config}: {err}")
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(raw, out / "config.yaml")
 
     per_arm: dict[str, dict[int, dict[str, float]]] = {name: {} for name in cfg.arms}
     warm: dict[int, dict[str, float]] = {}
     for seed in cfg.seeds:
-        # 2. Warm start: one tiny policy per seed, unsure but capable, shared by every arm.
+        # 3. Warm start: one tiny policy per seed, unsure but capable, shared by every arm.
         warm_dir = out / f"seed-{seed}" / "warm_start"
         if not (warm_dir / "config.json").is_file():
+            warm_dir.mkdir(parents=True, exist_ok=True)
+            (warm_dir / WARM_START_SETTINGS).write_text(
+                json.dumps(warm_start_settings(seed), indent=2) + "\n"
+            )
             tokenizer = word_tokenizer(task.vocabulary())
             torch.manual_seed(seed)
             model = tiny_llama(
@@ -79,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
                 num_layers=cfg.policy.num_layers,
                 num_heads=cfg.policy.num_heads,
                 intermediate_size=cfg.policy.intermediate_size,
-                max_positions=len(prompt_text(0).split()) + cfg.trainer.max_completion_length,
+                max_positions=max_positions,
             )
             losses = warm_start(
                 model,
@@ -97,30 +146,16 @@ def main(argv: list[str] | None = None) -> dict:
             tokenizer.save_pretrained(warm_dir)
             model.save_pretrained(warm_dir)
 
-        # 3. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
-        for name, darling in cfg.arms.items():
+        # 4. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
+        for name in cfg.arms:
             run_dir = out / f"seed-{seed}" / name
             print(f"\n=== seed {seed}, arm {name!r} -> {run_dir}", flush=True)
-            run(
-                {
-                    **shared,
-                    "engine": "trl",
-                    "seed": seed,
-                    "output_dir": str(run_dir),
-                    "resume": True,
-                    "policy": {
-                        "kind": "pretrained",
-                        "name_or_path": str(warm_dir),
-                        "dtype": "float32",
-                    },
-                    "darling": darling.model_dump(mode="json"),
-                }
-            )
+            run(arm_config(seed, name))
             per_arm[name][seed] = arm_summary(run_dir, cfg.evaluation.pass_at_k)
         first_run = out / f"seed-{seed}" / next(iter(cfg.arms)) / "eval_history.jsonl"
         warm[seed] = json.loads(first_run.read_text().splitlines()[0])  # step 0 = the warm start
 
-    # 4. Report: mean ± std over seeds (printed and saved), per-seed differences, curves.
+    # 5. Report: mean ± std over seeds (printed and saved), per-seed differences, curves.
     metrics = [
         *(f"pass@{k}" for k in cfg.evaluation.pass_at_k),
         "distinct_correct",
@@ -150,6 +185,24 @@ def main(argv: list[str] | None = None) -> dict:
     plot_pass_at_k(per_arm, cfg.evaluation.pass_at_k, out / "pass_at_k.png")
     print(f"saved {out / 'comparison.md'}, {out / 'curves.png'}, {out / 'pass_at_k.png'}")
     return {"arms": per_arm, "warm_start": warm, "wall_seconds": wall}
+
+
+def check_warm_start(warm_dir: Path, settings: dict) -> None:
+    """Refuse a saved warm start made with other settings (naming the keys that differ)."""
+    saved = warm_dir / WARM_START_SETTINGS
+    if saved.is_file():
+        changes = changed_settings(json.loads(saved.read_text()), settings)
+        if changes:
+            raise ConfigError(
+                f"{warm_dir} holds a warm start made with other settings:\n  "
+                + "\n  ".join(changes)
+                + f"\nUse another output_dir, or delete {warm_dir.parent} to start over."
+            )
+    elif (warm_dir / "config.json").is_file():
+        raise ConfigError(
+            f"{warm_dir} holds a warm start without {WARM_START_SETTINGS}, so its settings "
+            f"are unknown: delete {warm_dir.parent} (or use another output_dir)"
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from darling_nemo.metrics import default_ks, mean_pass_at_k, pass_at_k, pass_at_k_curve
+from darling_nemo.core import darling_batch
+from darling_nemo.metrics import (
+    default_ks,
+    distinct_correct_per_group,
+    mean_pass_at_k,
+    pass_at_k,
+    pass_at_k_curve,
+)
+from darling_nemo.schema import DarlingConfig
 
 
 def brute_force_pass_at_k(correct: list[bool], k: int) -> Fraction:
@@ -107,3 +115,26 @@ def test_bad_arguments_raise(args):
     n, c, k = args
     with pytest.raises(ValueError, match="pass_at_k_curve"):
         pass_at_k_curve(n, c, [k])
+
+
+def test_distinct_correct_per_group_with_interleaved_groups():
+    # Rows alternate between groups "a" and "b" (not contiguous). Classes are per group.
+    #   a: rows 0, 2, 4, 6 -> classes 0, 0, 1, 2; quality 1, 1, 1, 0 -> correct classes {0, 1}: 2
+    #   b: rows 1, 3, 5    -> classes 0, 1, 1;    quality 0, 1, 1    -> correct classes {1}: 1
+    class_ids = [0, 0, 0, 1, 1, 1, 2]
+    quality = [1, 0, 1, 1, 1, 1, 0]
+    groups = ["a", "b", "a", "b", "a", "b", "a"]
+    assert distinct_correct_per_group(class_ids, quality, groups) == [2, 1]
+    # Contiguous slicing by sizes [4, 3] would have read rows 0..3 as group "a": wrong.
+    # No classes (-1, diversity: ngram): every correct response counts: a -> 3, b -> 2.
+    assert distinct_correct_per_group([-1] * 7, quality, groups) == [3, 2]
+    with pytest.raises(ValueError, match="lengths differ"):
+        distinct_correct_per_group([0, 0], [1], ["a", "a"])
+
+
+def test_distinct_correct_per_group_on_a_core_batch_with_interleaved_groups():
+    # Group 0 = rows 0, 2, 4: "x y" twice (one class) and "z"; group 1 = rows 1, 3: "x y", "w".
+    # All correct: group 0 has classes {x y}, {z} -> 2; group 1 has {x y}, {w} -> 2.
+    texts = ["x y", "x y", "x y", "w", "z"]
+    batch = darling_batch(texts, [1] * 5, [0, 1, 0, 1, 0], None, DarlingConfig().settings())
+    assert distinct_correct_per_group(batch.class_ids, batch.quality, [0, 1, 0, 1, 0]) == [2, 2]

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from darling_nemo.mini.evaluate import evaluate
+from darling_nemo.mini.evaluate import evaluate, sample_completions
 from darling_nemo.mini.policy import char_tokenizer, tiny_llama, word_tokenizer
 from darling_nemo.mini.report import arm_summary, format_table
 from darling_nemo.mini.task import DigitSum, answer_class, multiset_judge, prompt_text, target_of
@@ -233,3 +233,45 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
     again = recipe.main(argv)
     assert again["arms"] == result["arms"]
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing retrained
+
+    # Other settings into the same output_dir: refused before anything trains, naming the
+    # keys (the runs' and the warm start's), instead of reusing the old results.
+    saved_config = (tmp_path / "config.yaml").read_text()
+    for override, named in [
+        ("trainer.learning_rate=0.001", "trainer.learning_rate: 0.0005 -> 0.001"),
+        ("trainer.max_steps=3", "trainer.max_steps: 2 -> 3"),  # linear schedule: not resumable
+        ("+arms.darling.quality_shift=group_min", "darling.quality_shift: 'none' -> 'group_min'"),
+        ("warm_start.steps=6", "warm_start.steps: 5 -> 6"),
+        ("policy.hidden_size=32", "policy.hidden_size: 64 -> 32"),
+    ]:
+        with pytest.raises(SystemExit, match="made with other settings") as err:
+            recipe.main([*argv, override])
+        assert named in str(err.value), str(err.value)
+    assert (tmp_path / "config.yaml").read_text() == saved_config  # the refused one not saved
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    # A warm start whose settings were not recorded is not trusted either.
+    (tmp_path / "seed-3" / "warm_start" / "warm_start_settings.json").unlink()
+    with pytest.raises(SystemExit, match="settings are unknown"):
+        recipe.main(argv)
+
+
+def test_report_names_the_file_and_line_of_a_bad_log_line(tmp_path):
+    (tmp_path / "eval_history.jsonl").write_text('{"step": 0}\n{"step": 1\n')
+    with pytest.raises(ValueError, match=r"eval_history\.jsonl:2: not valid JSON"):
+        arm_summary(tmp_path, [1])
+
+
+def test_evaluation_renders_a_conversational_prompt_in_the_chat_template():
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    torch.manual_seed(0)
+    model = tiny_llama(tokenizer, 32, 1, 2, 64, 32)
+    torch.manual_seed(5)
+    chat = sample_completions(model, tokenizer, [{"role": "user", "content": "Hi"}], 3, 6, 1.0)
+    torch.manual_seed(5)
+    # The same samples as the rendered text "<user>Hi\n<assistant>" given as a plain prompt.
+    assert chat == sample_completions(model, tokenizer, "<user>Hi\n<assistant>", 3, 6, 1.0)
+    assert len(chat) == 3

@@ -17,9 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darling_nemo.core import darling_batch
-from darling_nemo.mini.task import multiset_judge
+from darling_nemo.mini.task import DigitSum, multiset_judge
 from darling_nemo.schema import DarlingConfig, validate_darling
-from darling_nemo.trl_engine import DarlingReward, completion_text, darling_metrics
+from darling_nemo.trl_engine import (
+    DarlingReward,
+    completion_text,
+    darling_metrics,
+    digit_sum_quality,
+    length_stand_in_quality,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -145,6 +151,33 @@ def test_groups_must_be_whole_blocks_of_one_prompt():
 def test_conversational_completions_are_read_as_text():
     assert completion_text([{"role": "assistant", "content": "hi there"}]) == "hi there"
     assert completion_text("plain") == "plain"
+    parts = [
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        }
+    ]
+    assert completion_text(parts) == "ab"
+
+
+def test_conversational_batches_give_the_same_advantage_as_plain_text():
+    # TRL hands conversational prompts and completions as message lists; the adapter (and
+    # the quality functions) must see the same texts and groups as in the plain form.
+    prompts = ["p1"] * 4 + ["p2"] * 4
+    texts = ["a b c d e f", "a b c d e f", "g h i j k l", "m n o p q r", "yes", "yes", "no", "x"]
+    quality = length_stand_in_quality(6)
+    plain = DarlingReward(quality, DarlingConfig(), 4, judge=None)(prompts, texts)
+    chat = DarlingReward(quality, DarlingConfig(), 4, judge=None)(
+        [[{"role": "user", "content": p}] for p in prompts],
+        [[{"role": "assistant", "content": t}] for t in texts],
+    )
+    assert chat == plain and any(chat)
+    # The digit task's verifier reads the target from a conversational prompt too.
+    check = digit_sum_quality(DigitSum(6, 1, 6))
+    assert check(
+        prompts=[[{"role": "user", "content": "T2 U1"}]],
+        completions=[[{"role": "assistant", "content": "6 1 3 4 2 5"}]],  # 21
+    ) == [1.0]
 
 
 @settings(max_examples=60, deadline=None)
@@ -229,7 +262,7 @@ def test_darling_metrics_names():
     batch = darling_batch(
         ["a", "a", "b c d e f g"], [1, 0, 1], [0, 0, 0], None, DarlingConfig().settings()
     )
-    metrics = darling_metrics(batch)
+    metrics = darling_metrics(batch, [0, 0, 0])
     assert all(name.startswith("darling/") and math.isfinite(v) for name, v in metrics.items())
     # classes {0,1},{2}; correct rows 0 and 2 are in two classes
     assert metrics["darling/distinct_correct_per_group"] == 2
@@ -286,4 +319,74 @@ def test_trl_trains_on_exactly_the_core_advantage(tmp_path, monkeypatch):
     logged = trainer.state.log_history[0]
     assert logged["darling/quality_mean"] == pytest.approx(
         reward.last_batch.quality.mean(), rel=1e-6
+    )
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def test_a_policy_with_a_chat_template_is_prompted_in_it(tmp_path, monkeypatch):
+    """A chat policy gets each prompt as a user message; TRL renders the chat template and
+    hands the quality function and DARLING message lists, which they read as text."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    from darling_nemo.mini.policy import char_tokenizer, tiny_llama
+    from darling_nemo.trl_engine import conversational, grpo_args, validate_run_config
+
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(0)
+    tiny_llama(tokenizer, 32, 1, 2, 64, 64).save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "policy")  # the template survives
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "policy")
+    assert tokenizer.chat_template == CHAT_TEMPLATE
+
+    cfg = validate_run_config(
+        {
+            "engine": "trl",
+            "output_dir": str(tmp_path / "run"),
+            "policy": {"kind": "pretrained", "name_or_path": str(tmp_path / "policy")},
+            "task": {"kind": "chat", "data_path": "unused.jsonl"},
+            "trainer": {"max_steps": 1, "prompts_per_step": 2, "group_size": 4,
+                        "max_completion_length": 12},
+            "logging": {"report_to": [], "progress_bar": False},
+        }
+    )  # fmt: skip
+    rows = conversational([{"prompt": "Tell me a story."}, {"prompt": "Write a poem."}])
+    assert rows[0]["prompt"] == [{"role": "user", "content": "Tell me a story."}]
+    seen = {}
+    stand_in = length_stand_in_quality(6)
+
+    def quality(prompts, completions, **kwargs):
+        seen.update(prompts=prompts, completions=completions)
+        return stand_in(prompts, completions)
+
+    reward = DarlingReward(quality, cfg.darling, 4, judge=None)
+    generated_inputs = []
+    model.model.embed_tokens.register_forward_hook(
+        lambda module, args, output: generated_inputs.append(args[0].clone())
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=grpo_args(cfg, tmp_path / "run"),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    # The first forward pass is the generation's prefill: the prompt in the chat template.
+    prefill = tokenizer.decode(generated_inputs[0][0], skip_special_tokens=True)
+    assert prefill.endswith("<user>Tell me a story.\n<assistant>"), prefill
+    assert seen["prompts"][0] == rows[0]["prompt"]
+    assert all(c[0]["role"] == "assistant" for c in seen["completions"])
+    texts = [completion_text(c) for c in seen["completions"]]
+    np.testing.assert_allclose(
+        reward.last_batch.quality, [min(len(t.split()), 6) / 6 for t in texts]
     )

@@ -143,6 +143,85 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path):
     assert (out / "final_metrics.json").stat().st_mtime_ns == stamp
 
 
+def test_a_run_directory_refuses_settings_that_change_results(tmp_path):
+    out = tmp_path / "run"
+    cfg = chat_config(tmp_path, out, steps=2)
+    cfg["trainer"]["lr_scheduler"] = "linear"
+    first = run(cfg)
+    assert first["global_step"] == 2
+
+    # Another learning rate and another darling: section: refused, naming both key paths
+    # (before the fix the saved final metrics came back as if they belonged to this config).
+    changed = {
+        **cfg,
+        "trainer": {**cfg["trainer"], "learning_rate": 5e-4},
+        "darling": {"enabled": False},
+    }
+    with pytest.raises(ConfigError, match="holds a run made with other settings") as err:
+        run(changed)
+    assert "trainer.learning_rate: 0.001 -> 0.0005" in str(err.value)
+    assert "darling.enabled: True -> False" in str(err.value)
+    # A linear schedule's learning rate depends on max_steps: more steps would mix schedules.
+    with pytest.raises(ConfigError, match=r"trainer\.max_steps: 2 -> 3[\s\S]*lr_scheduler"):
+        run({**cfg, "trainer": {**cfg["trainer"], "max_steps": 3}})
+    # Logging, threads and checkpoint frequency change nothing trained: the run is reused.
+    stamp = (out / "final_metrics.json").stat().st_mtime_ns
+    same = {
+        **cfg,
+        "torch_threads": 2,
+        "logging": {"report_to": [], "progress_bar": True, "print_metrics": False},
+        "trainer": {**cfg["trainer"], "save_steps": 5},
+    }
+    assert run(same) == first
+    assert (out / "final_metrics.json").stat().st_mtime_ns == stamp
+
+
+def test_max_steps_may_grow_under_a_constant_rate_but_not_shrink_below_the_trained(tmp_path):
+    out = tmp_path / "run"
+    run(chat_config(tmp_path, out, steps=2))  # constant learning rate (the default)
+    with pytest.raises(ConfigError, match=r"max_steps=1, but .* already holds 2 trained steps"):
+        run(chat_config(tmp_path, out, steps=1))
+    assert run(chat_config(tmp_path, out, steps=3))["resumed_from_step"] == 2
+
+
+def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
+    """A pretrained policy whose tokenizer has a chat template: the run hands TRL each
+    prompt as a user message, and the quality function reads message-list completions."""
+    from darling_nemo import trl_engine
+    from darling_nemo.mini.policy import char_tokenizer, tiny_llama
+
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    torch.manual_seed(0)
+    tiny_llama(tokenizer, 32, 1, 2, 64, 64).save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+
+    seen = []
+    stand_in = trl_engine.length_stand_in_quality
+
+    def recording_stand_in(target_words):  # the real stand-in, recording what it is given
+        quality = stand_in(target_words)
+
+        def length_stand_in(prompts, completions, **kwargs):
+            seen.append((prompts, completions))
+            return quality(prompts, completions, **kwargs)
+
+        return length_stand_in
+
+    monkeypatch.setattr(trl_engine, "length_stand_in_quality", recording_stand_in)
+    cfg = chat_config(tmp_path, tmp_path / "run", steps=1)
+    cfg["policy"] = {"kind": "pretrained", "name_or_path": str(tmp_path / "policy")}
+    final = run(cfg)
+    assert final["global_step"] == 1
+    assert_finite(final)
+    prompts, completions = seen[0]
+    assert prompts[0] in ([{"role": "user", "content": p}] for p in ["Hi.", "Tell a joke.", "Why?"])
+    assert all(c[0]["role"] == "assistant" for c in completions)
+
+
 def test_bad_configs_fail_before_training_with_the_key_path(tmp_path):
     cfg = chat_config(tmp_path, tmp_path / "bad", steps=1)
     with pytest.raises(ConfigError, match=r"trainer\.lerning_rate: Extra inputs"):

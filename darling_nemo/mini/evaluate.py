@@ -33,14 +33,25 @@ QualityFn = Callable[..., Sequence[float | None]]
 def sample_completions(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    prompt: str,
+    prompt: str | Sequence[Mapping[str, Any]],
     num_samples: int,
     max_new_tokens: int,
     temperature: float,
     top_p: float = 1.0,
 ) -> list[str]:
-    """`num_samples` sampled continuations of one prompt, decoded without special tokens."""
-    encoded = tokenizer(prompt, return_tensors="pt").to(model.device)
+    """`num_samples` sampled continuations of one prompt, decoded without special tokens.
+
+    A conversational prompt (a list of messages) is rendered in the tokenizer's chat
+    template with the generation prompt, as TRL renders it for training.
+    """
+    if isinstance(prompt, str):
+        encoded = tokenizer(prompt, return_tensors="pt")
+    else:
+        text = tokenizer.apply_chat_template(
+            list(prompt), add_generation_prompt=True, tokenize=False
+        )
+        encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+    encoded = encoded.to(model.device)
     was_training = model.training
     model.eval()
     output = model.generate(

@@ -8,18 +8,18 @@ per-seed differences to the first arm say whether a gap is consistent or noise.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from darling_nemo.jsonl import read_jsonl
+
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Records of a finished run's log ([] if absent); a bad line raises naming file:line."""
+    return read_jsonl(path) if path.is_file() else []
 
 
 def arm_summary(run_dir: Path, ks: Sequence[int]) -> dict[str, float]:
