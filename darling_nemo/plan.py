@@ -987,6 +987,8 @@ def layout_env(cfg: dict[str, Any]) -> str:
             CLASSIFIER_FOR_TEMPLATE[judge.template] if isinstance(judge, ServedJudgeConfig) else ""
         ),
         "CFG_CHECKPOINT_DIR": _get_or(cfg, "checkpointing.checkpoint_dir", ""),
+        # The launcher requeues a run NeMo-RL stopped at its save deadline below this step.
+        "CFG_MAX_NUM_STEPS": _get_or(cfg, "grpo.max_num_steps", ""),
     }
     return "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in values.items())
 

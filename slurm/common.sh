@@ -132,11 +132,12 @@ node_address() {
   echo "${address:-$1}"
 }
 
-# Time left in the job as DD:HH:MM:SS minus SAVE_MARGIN_MIN, for NeMo-RL's
-# checkpointing.checkpoint_must_save_by (it saves and stops before the limit). Empty if
-# unlimited or unknown.
-save_deadline() {
-  local left days=0 h=0 m=0 sec=0 total
+# The job's end as epoch seconds (now + the time squeue says is left); empty if unlimited or
+# unknown. The driver turns it into NeMo-RL's checkpointing.checkpoint_must_save_by right
+# before grpo_train (nemo_rl_adapter.train): NeMo-RL counts that deadline from the start of
+# grpo_train, which comes after the plan, the classifiers, Ray and NeMo-RL's own setup.
+job_end_epoch() {
+  local left days=0 h=0 m=0 sec=0 parts
   [[ -n "${SLURM_JOB_ID:-}" ]] && command -v squeue >/dev/null 2>&1 || return 0
   left=$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null | head -n1 || true)
   case "$left" in
@@ -152,10 +153,17 @@ save_deadline() {
     2) m=${parts[0]} sec=${parts[1]} ;;
     1) sec=${parts[0]} ;;
   esac
-  total=$((10#$days * 86400 + 10#$h * 3600 + 10#$m * 60 + 10#$sec - ${SAVE_MARGIN_MIN:-20} * 60))
-  ((total > 0)) || return 0
-  printf '%02d:%02d:%02d:%02d\n' $((total / 86400)) $((total % 86400 / 3600)) \
-    $((total % 3600 / 60)) $((total % 60))
+  echo $(($(date +%s) + 10#$days * 86400 + 10#$h * 3600 + 10#$m * 60 + 10#$sec))
+}
+
+# Newest step_N under the run's checkpoint directory (-1 if none; tmp_step_N is unfinished).
+newest_step() {
+  local dir step latest=-1
+  for dir in "$RUN_DIR"/checkpoints/step_*; do
+    step=${dir##*/step_}
+    [[ -d "$dir" && "$step" =~ ^[0-9]+$ ]] && ((10#$step > latest)) && latest=$((10#$step))
+  done
+  echo "$latest"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -432,51 +440,90 @@ darling_train() {
   local overrides=("${USER_OVERRIDES[@]}"
     "checkpointing.enabled=true" "checkpointing.checkpoint_dir=$RUN_DIR/checkpoints"
     "logger.log_dir=$RUN_DIR/logs")
-  local deadline
-  deadline=$(save_deadline)
-  [[ -n "$deadline" ]] && overrides+=("checkpointing.checkpoint_must_save_by=$deadline")
   [[ -n "${ENDPOINTS:-}" ]] && overrides+=("darling.judge.endpoints=[$ENDPOINTS]")
   if [[ -n "${WANDB_API_KEY:-}" ]]; then
     overrides+=("logger.wandb_enabled=true" "logger.wandb.name=$RUN_NAME")
     [[ -n "${WANDB_PROJECT:-}" ]] && overrides+=("logger.wandb.project=$WANDB_PROJECT")
   fi
-  local step latest=-1 dir
-  for dir in "$RUN_DIR"/checkpoints/step_*; do
-    step=${dir##*/step_}
-    [[ -d "$dir" && "$step" =~ ^[0-9]+$ ]] && ((10#$step > latest)) && latest=$((10#$step))
-  done
-  if ((latest >= 0)); then
-    log "resuming from $RUN_DIR/checkpoints/step_$latest (restart ${SLURM_RESTART_COUNT:-0})"
+  local start_step
+  start_step=$(newest_step)
+  if ((start_step >= 0)); then
+    log "resuming from $RUN_DIR/checkpoints/step_$start_step (restart ${SLURM_RESTART_COUNT:-0})"
   else
     log "no checkpoint in $RUN_DIR/checkpoints: starting from step 0"
+  fi
+
+  # The save deadline travels as the job's end time: the driver sets
+  # checkpointing.checkpoint_must_save_by from it once NeMo-RL's setup is done.
+  local driver_env="ALL" end_epoch margin_min=${SAVE_MARGIN_MIN:-20}
+  [[ "$margin_min" =~ ^[0-9]+$ ]] || die "SAVE_MARGIN_MIN=$margin_min is not a whole number of minutes"
+  end_epoch=$(job_end_epoch)
+  if [[ -n "$end_epoch" ]]; then
+    driver_env+=",DARLING_JOB_END_EPOCH=$end_epoch,DARLING_SAVE_MARGIN_S=$((margin_min * 60))"
+    log "job ends at $(date -d "@$end_epoch" '+%F %T %Z' 2>/dev/null || echo "epoch $end_epoch"):" \
+      "NeMo-RL saves and stops $margin_min min before"
+  else
+    log "no time limit reported by squeue: no save deadline"
   fi
 
   start_ray "$CFG_NUM_NODES" "$CFG_GPUS_PER_NODE" "$ray_visible"
 
   container_srun "${NODES[0]}" "$(container_name head)" "$LOG_DIR/driver.log"
-  local driver=("${SRUN[@]}" --export="ALL,RAY_ADDRESS=$RAY_HEAD_ADDRESS"
+  local driver=("${SRUN[@]}" --export="$driver_env,RAY_ADDRESS=$RAY_HEAD_ADDRESS"
     python "$JOB_RECIPE" --config "$CONFIG" "${overrides[@]}")
   print_cmd "${driver[@]}"
   is_dry_run && return 0
-  local rc=0
   "${driver[@]}" &
   DRIVER_PID=$!
-  wait "$DRIVER_PID" || rc=$?
-  # A USR1 (time limit near) interrupts the wait: let the driver finish its save.
+  # A USR1 (on_usr1) interrupts `wait` with status 138: wait on until the driver exits, then
+  # once more for its own status (it may have exited while the trap ran).
+  wait "$DRIVER_PID" || true
   while kill -0 "$DRIVER_PID" 2>/dev/null; do
-    wait "$DRIVER_PID" || rc=$?
+    wait "$DRIVER_PID" || true
   done
-  log "driver exited with $rc; logs in $LOG_DIR"
+  local rc=0 when=""
+  wait "$DRIVER_PID" || rc=$?
+  ((USR1_RECEIVED)) && when=" after the time-limit signal"
+  log "driver exited with $rc$when; logs in $LOG_DIR"
+  if ((rc == 0)); then
+    requeue_if_unfinished "$start_step"
+  fi
   return "$rc"
 }
 
-# Before the time limit (#SBATCH --signal=B:USR1@600): requeue, so the job comes back and
-# resumes from the checkpoint NeMo-RL saved by checkpoint_must_save_by.
-on_usr1() {
-  if [[ "${AUTO_REQUEUE:-1}" == 1 && -n "${SLURM_JOB_ID:-}" ]]; then
-    log "time limit near: requeueing job $SLURM_JOB_ID"
-    run scontrol requeue "$SLURM_JOB_ID"
+# What grpo_train (NeMo-RL v0.4.0) prints when it returns at checkpoint_must_save_by.
+NEMO_RL_TIMEOUT_LINE="Timeout has been reached, stopping training early"
+
+# After the driver exited 0: if NeMo-RL stopped at the save deadline with steps left (the
+# timeout line in driver.log, the newest step_N below grpo.max_num_steps and newer than the
+# one this run started from), requeue the job; the next run resumes from that checkpoint.
+# SLURM then ends this run and puts the job back in the queue. Exit 0 either way.
+requeue_if_unfinished() {
+  local start_step=$1 latest max=${CFG_MAX_NUM_STEPS:-}
+  grep -qF "$NEMO_RL_TIMEOUT_LINE" "$LOG_DIR/driver.log" 2>/dev/null || return 0
+  latest=$(newest_step)
+  if [[ -n "$max" ]] && ((latest >= max)); then
+    log "the save deadline came at the last step ($latest of $max): training is done"
+  elif ((latest <= start_step)); then
+    log "warning: NeMo-RL stopped at the save deadline but no checkpoint newer than step" \
+      "$start_step exists; not requeueing (raise the time limit or lower SAVE_MARGIN_MIN)"
+  elif [[ "${AUTO_REQUEUE:-1}" != 1 || -z "${SLURM_JOB_ID:-}" ]]; then
+    log "stopped at the save deadline at step $latest of ${max:-?}; AUTO_REQUEUE=0:" \
+      "resubmit with RUN_NAME=$RUN_NAME to resume"
+  else
+    log "stopped at the save deadline at step $latest of ${max:-?}: requeueing job $SLURM_JOB_ID"
+    run scontrol requeue "$SLURM_JOB_ID" ||
+      die "scontrol requeue $SLURM_JOB_ID failed: resubmit with RUN_NAME=$RUN_NAME to resume"
   fi
+}
+
+# #SBATCH --signal=B:USR1@600: the time limit is 10 minutes away. Only noted: NeMo-RL saves
+# by checkpoint_must_save_by (SAVE_MARGIN_MIN before the end) and the job requeues after the
+# driver exits (requeue_if_unfinished); a requeue now would kill the driver in a save.
+USR1_RECEIVED=0
+on_usr1() {
+  USR1_RECEIVED=1
+  log "time limit in about 10 minutes (USR1): the driver keeps running"
 }
 
 darling_serve_classifiers() {

@@ -14,15 +14,20 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from darling_nemo import plan
 from darling_nemo.config import load_config
+from darling_nemo.nemo_rl_adapter import checkpoint_must_save_by, save_by_epoch
 from darling_nemo.schema import ServedJudgeConfig, validate_darling
 
 REPO = Path(__file__).resolve().parent.parent
@@ -215,7 +220,9 @@ def driver_overrides(cmd: list[str]) -> list[str]:
 
 def test_llama70b_dry_run_composes_the_whole_job(cluster):
     env = cluster.job("llama70b_wildchat.sub", nodes=6, FAKE_TIME_LEFT="1-00:00:00")
+    before = int(time.time())
     res = cluster.run("llama70b_wildchat.sub", env, "--dry-run")
+    after = int(time.time())
     assert res.returncode == 0, res.stderr
     out = res.stdout
     roles = by_role(out)
@@ -270,7 +277,9 @@ def test_llama70b_dry_run_composes_the_whole_job(cluster):
     # The driver: on the head node, in the head container, the recipe with its config.
     ((drv_opts, drv_node, drv_cmd),) = roles["driver"]
     assert drv_node == "gpu-001" and drv_opts["container-name"] == "darling-4242-r0-head"
-    assert drv_opts["export"] == "ALL,RAY_ADDRESS=10.0.0.1:6379"
+    exported = dict(kv.split("=", 1) for kv in drv_opts["export"].split(",")[1:])
+    assert drv_opts["export"].startswith("ALL,")
+    assert exported["RAY_ADDRESS"] == "10.0.0.1:6379"
     assert drv_cmd[:4] == [
         "python",
         "recipes/darling_wildchat.py",
@@ -282,8 +291,16 @@ def test_llama70b_dry_run_composes_the_whole_job(cluster):
     run_dir = f"{env['RESULTS_DIR']}/darling-llama70b_wildchat-4242"
     assert override(drv_cmd, "checkpointing.checkpoint_dir") == f"{run_dir}/checkpoints"
     assert override(drv_cmd, "logger.log_dir") == f"{run_dir}/logs"
-    # 24 h left minus the 20 min margin: NeMo-RL saves by then.
-    assert override(drv_cmd, "checkpointing.checkpoint_must_save_by") == "00:23:40:00"
+    # The job's end (now + the 24 h squeue reports) and the 20 min margin go to the driver,
+    # which sets NeMo-RL's deadline when grpo_train starts; the launcher sets none itself.
+    end = int(exported["DARLING_JOB_END_EPOCH"])
+    assert before + 86400 <= end <= after + 86400
+    assert exported["DARLING_SAVE_MARGIN_S"] == "1200"
+    assert override(drv_cmd, "checkpointing.checkpoint_must_save_by") is None
+    save_by = save_by_epoch(exported["DARLING_JOB_END_EPOCH"], exported["DARLING_SAVE_MARGIN_S"])
+    # grpo_train starting right away: 24 h - 20 min; after a 30 min setup: 23 h 10 min.
+    assert checkpoint_must_save_by(save_by, now=end - 86400) == "00:23:40:00"
+    assert checkpoint_must_save_by(save_by, now=end - 86400 + 1800) == "00:23:10:00"
     assert override(drv_cmd, "logger.wandb_enabled") == "true"
     # The key reaches the containers through the environment, never the log.
     assert env["WANDB_API_KEY"] not in out + res.stderr
@@ -363,6 +380,8 @@ def test_other_jobs_dry_run(cluster, script, nodes, recipe, config, classifier, 
     assert override(drv_cmd, "darling.judge.endpoints").startswith(f"[http://gpu-{nodes:03d}:8000,")
     # No time limit reported: no save deadline.
     assert override(drv_cmd, "checkpointing.checkpoint_must_save_by") is None
+    assert "DARLING_JOB_END_EPOCH" not in roles["driver"][0][0]["export"]
+    assert "no time limit reported by squeue: no save deadline" in res.stdout
     assert_recipe_accepts(drv_cmd)
 
 
@@ -536,7 +555,7 @@ PLAY_SRUN = textwrap.dedent(
     r"""
     #!/usr/bin/env python3
     # Stand-in for srun inside an allocation: parse the options, play the container command.
-    import os, re, subprocess, sys, time
+    import os, re, signal, subprocess, sys, time
     args = sys.argv[1:]
     out, i = None, 0
     while i < len(args):
@@ -565,9 +584,20 @@ PLAY_SRUN = textwrap.dedent(
         os.execvp("sleep", ["sleep", "300"])
     if "ray start" in text:
         os.execvp("sleep", ["sleep", "300"])
-    if "recipes/" in text:
-        time.sleep(0.5)
-        sys.exit(int(os.environ["FAKE_DRIVER_RC"]))
+    if "recipes/" in text:  # NeMo-RL's driver: leaves step_N checkpoints, prints, exits
+        env = os.environ
+        ckpt = [a.split("=", 1)[1] for a in cmd if a.startswith("checkpointing.checkpoint_dir=")][0]
+        for step in env.get("FAKE_DRIVER_STEPS", "").split():
+            os.makedirs(f"{ckpt}/step_{step}", exist_ok=True)
+        sink.write(env.get("FAKE_DRIVER_SAYS", "") + "\n")
+        sink.flush()
+        time.sleep(float(env.get("FAKE_DRIVER_SECONDS", "0.5")))
+        rc = int(env["FAKE_DRIVER_RC"])
+        with open(env["FAKE_LOG"], "a") as log:
+            log.write(f"driver exits {rc}\n")
+        if env.get("FAKE_DRIVER_USR1_AT_EXIT") == "1":  # the batch shell: our parent
+            os.kill(os.getppid(), signal.SIGUSR1)
+        sys.exit(rc)
     sys.exit(f"unexpected command {cmd}")
     """
 ).lstrip()
@@ -587,11 +617,15 @@ def test_real_mode_waits_cleans_up_and_propagates_the_exit_code(cluster, driver_
     res = cluster.run("llama8b_wildchat.sub", env)
     assert res.returncode == driver_rc, res.stdout + res.stderr
     assert f"driver exited with {driver_rc}" in res.stdout
-    played = (cluster.path / "fake.log").read_text().splitlines()
+    log_lines = (cluster.path / "fake.log").read_text().splitlines()
+    assert log_lines[-1] == f"driver exits {driver_rc}"  # and nothing requeued
+    played = log_lines[:-1]
     roles = ("plan", "serve_classifiers", "ray status", "--head", "--address", "recipes/")
     kinds = [next(k for k in roles if k in line) for line in played]
-    # plan, classifiers, head, the one worker, status polls until 16 GPUs, the driver.
-    assert kinds[:4] == ["plan", "serve_classifiers", "--head", "--address"]
+    # plan, classifiers, head and the one worker (both in the background: either may log
+    # first), status polls until 16 GPUs, the driver.
+    assert kinds[:2] == ["plan", "serve_classifiers"]
+    assert sorted(kinds[2:4]) == ["--address", "--head"]
     assert kinds[4:-1] and set(kinds[4:-1]) == {"ray status"}
     assert kinds[-1] == "recipes/"
     log_dir = Path(env["RESULTS_DIR"]) / "darling-llama8b_wildchat-4242" / "slurm" / "4242-r0"
@@ -625,3 +659,181 @@ def test_real_mode_fails_fast_when_ray_never_comes_up(cluster):
     assert res.returncode != 0
     assert "Ray has 8 of 16 GPUs" in res.stderr
     assert "recipes/" not in (cluster.path / "fake.log").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Save deadline and requeue
+# ---------------------------------------------------------------------------------------------
+
+TIMEOUT_LINE = "Timeout has been reached, stopping training early"  # grpo_train, v0.4.0
+
+
+def nemo_rl_seconds(deadline: str) -> int:
+    """NeMo-RL v0.4.0's reading of checkpoint_must_save_by (utils/timer.convert_to_seconds)."""
+    days, hours, minutes, seconds = map(int, deadline.split(":"))
+    return days * 86400 + hours * 3600 + minutes * 60 + seconds
+
+
+def test_save_deadline_counts_from_the_start_of_grpo_train():
+    # Job ends at t=100000; margin 1200 s -> save by 98800.
+    save_by = save_by_epoch("100000", "1200")
+    assert save_by == 98800
+    # grpo_train starts at t=10000: 88800 s = 1 d (86400) + 40 min (2400) left.
+    assert checkpoint_must_save_by(save_by, now=10000) == "01:00:40:00"
+    # 1 h 2 min 3 s before the save-by time.
+    assert checkpoint_must_save_by(save_by, now=98800 - 3723) == "00:01:02:03"
+    # Setup ran past the save-by time: save after the first step and stop.
+    assert checkpoint_must_save_by(save_by, now=99000) == "00:00:00:00"
+    # A deadline the config sets itself wins when earlier: 1 h < 88800 s; not when later.
+    assert checkpoint_must_save_by(save_by, 10000, configured="00:01:00:00") == "00:01:00:00"
+    assert checkpoint_must_save_by(save_by, 10000, configured="02:00:00:00") == "01:00:40:00"
+    # Outside the launcher (or no time limit): no deadline.
+    assert save_by_epoch(None, None) is None and save_by_epoch("", "1200") is None
+
+
+@pytest.mark.parametrize(
+    ("end", "margin", "name"),
+    [("soon", "1200", "DARLING_JOB_END_EPOCH"), ("100000", None, "DARLING_SAVE_MARGIN_S")],
+)
+def test_save_deadline_refuses_bad_environment(end, margin, name):
+    with pytest.raises(ValueError, match=name):
+        save_by_epoch(end, margin)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    save_by=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    now=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+)
+def test_save_deadline_reads_back_as_the_whole_seconds_left(save_by, now):
+    deadline = checkpoint_must_save_by(save_by, now)
+    assert re.fullmatch(r"\d{2,}:\d{2}:\d{2}:\d{2}", deadline)
+    assert nemo_rl_seconds(deadline) == max(0, int(save_by - now))
+
+
+@pytest.mark.nemo_rl
+def test_nemo_rl_timeout_checker_reads_the_deadline():
+    timer = pytest.importorskip("nemo_rl.utils.timer")
+    checker = timer.TimeoutChecker(checkpoint_must_save_by(98800, now=10000))
+    assert checker.last_save_time == 88800 and not checker.check_save()
+    assert timer.TimeoutChecker(checkpoint_must_save_by(98800, now=99000)).check_save()
+
+
+def played_job(cluster, **extra: str) -> dict:
+    """A 3-node llama8b job whose stand-in srun plays every step; the driver as `extra` says."""
+    (cluster.bin / "srun").write_text(PLAY_SRUN)
+    return cluster.job(
+        "llama8b_wildchat.sub",
+        nodes=3,
+        FAKE_RAY_GPUS="16.0",
+        FAKE_CONTAINER_WORKDIR=str(REPO),
+        FAKE_TIME_LEFT="4:00:00",
+        POLL_S="0.2",
+        **extra,
+    )
+
+
+def fake_log(cluster) -> list[str]:
+    return (cluster.path / "fake.log").read_text().splitlines()
+
+
+def checkpoints(env: dict) -> Path:
+    return Path(env["RESULTS_DIR"]) / "darling-llama8b_wildchat-4242" / "checkpoints"
+
+
+def test_a_run_stopped_at_the_save_deadline_requeues_after_the_driver_exits(cluster):
+    # grpo_train returned at its deadline after saving step_3 of 10; the driver exits 0.
+    env = played_job(
+        cluster, FAKE_DRIVER_RC="0", FAKE_DRIVER_STEPS="2 3", FAKE_DRIVER_SAYS=TIMEOUT_LINE
+    )
+    res = cluster.run("llama8b_wildchat.sub", env, "grpo.max_num_steps=10")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert fake_log(cluster)[-2:] == ["driver exits 0", "requeue 4242"]
+    assert "stopped at the save deadline at step 3 of 10: requeueing job 4242" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("says", "steps", "before", "message"),
+    [
+        # Finished: grpo_train reached grpo.max_num_steps.
+        ("Max number of steps has been reached, stopping training early", "10", "", None),
+        # The deadline came at the last step: nothing left to do.
+        (TIMEOUT_LINE, "9 10", "", "the save deadline came at the last step (10 of 10)"),
+        # The deadline came but no new checkpoint since the start: requeueing would loop.
+        (TIMEOUT_LINE, "", "4", "no checkpoint newer than step 4 exists; not requeueing"),
+    ],
+    ids=["finished", "deadline_at_last_step", "no_progress"],
+)
+def test_no_requeue_when_training_is_done_or_made_no_progress(
+    cluster, says, steps, before, message
+):
+    env = played_job(cluster, FAKE_DRIVER_RC="0", FAKE_DRIVER_STEPS=steps, FAKE_DRIVER_SAYS=says)
+    for step in before.split():
+        (checkpoints(env) / f"step_{step}").mkdir(parents=True)
+    res = cluster.run("llama8b_wildchat.sub", env, "grpo.max_num_steps=10")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert fake_log(cluster)[-1] == "driver exits 0"
+    assert not any(line.startswith("requeue") for line in fake_log(cluster))
+    if message:
+        assert message in res.stdout
+
+
+def test_a_failed_driver_is_not_requeued_and_its_code_is_the_jobs(cluster):
+    env = played_job(
+        cluster, FAKE_DRIVER_RC="7", FAKE_DRIVER_STEPS="3", FAKE_DRIVER_SAYS=TIMEOUT_LINE
+    )
+    res = cluster.run("llama8b_wildchat.sub", env, "grpo.max_num_steps=10")
+    assert res.returncode == 7, res.stdout + res.stderr
+    assert fake_log(cluster)[-1] == "driver exits 7"
+    assert "requeue" not in (cluster.path / "fake.log").read_text()
+
+
+def test_usr1_during_the_driver_waits_for_it_then_requeues(cluster):
+    """SLURM's time-limit warning (--signal=B:USR1@600) while NeMo-RL still saves: the job
+    neither requeues nor returns until the driver exits, then requeues."""
+    env = played_job(
+        cluster,
+        FAKE_DRIVER_RC="0",
+        FAKE_DRIVER_STEPS="3",
+        FAKE_DRIVER_SAYS=TIMEOUT_LINE,
+        FAKE_DRIVER_SECONDS="3",
+    )
+    job = subprocess.Popen(
+        ["bash", str(SLURM / "llama8b_wildchat.sub"), "grpo.max_num_steps=10"],
+        env=env,
+        cwd=cluster.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        log = cluster.path / "fake.log"
+        for _ in range(600):  # until the driver runs (the plan takes a few seconds)
+            if log.exists() and "recipes/" in log.read_text():
+                break
+            assert job.poll() is None, job.communicate()
+            time.sleep(0.1)
+        time.sleep(0.3)
+        job.send_signal(signal.SIGUSR1)
+        stdout, stderr = job.communicate(timeout=60)
+    finally:
+        job.kill()
+    assert job.returncode == 0, stdout + stderr
+    assert "time limit in about 10 minutes (USR1)" in stdout
+    assert fake_log(cluster)[-2:] == ["driver exits 0", "requeue 4242"]
+    assert "driver exited with 0 after the time-limit signal" in stdout
+
+
+def test_usr1_as_the_driver_exits_keeps_the_drivers_exit_code(cluster):
+    # The signal lands while the driver exits: `wait` returns 138 and the driver is gone
+    # before the launcher looks again; the job must still report the driver's 7.
+    env = played_job(
+        cluster,
+        FAKE_DRIVER_RC="7",
+        FAKE_DRIVER_SECONDS="0.2",
+        FAKE_DRIVER_USR1_AT_EXIT="1",
+    )
+    res = cluster.run("llama8b_wildchat.sub", env)
+    assert res.returncode == 7, res.stdout + res.stderr
+    assert "driver exited with 7" in res.stdout
+    assert "requeue" not in (cluster.path / "fake.log").read_text()
