@@ -31,6 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,10 @@ class Batcher:
     def __init__(self, classifier: SequenceClassifier, max_batch_size: int) -> None:
         self.classifier = classifier
         self.max_batch_size = max_batch_size
+        # One thread owns the model and its tokenizer: tokenisation and forward passes keep
+        # the event loop free for other requests, and a fast tokenizer (which may reset its
+        # truncation state on a call) is never used from two threads at once.
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="classifier")
         self.queue: asyncio.Queue[tuple[list[list[int]], asyncio.Future[np.ndarray]]] = (
             asyncio.Queue()
         )
@@ -65,7 +70,7 @@ class Batcher:
             ids = [seq for job_ids, _ in jobs for seq in job_ids]
             try:
                 probs = await loop.run_in_executor(
-                    None, self.classifier.probs_from_ids, ids, self.max_batch_size
+                    self.executor, self.classifier.probs_from_ids, ids, self.max_batch_size
                 )
             except Exception as err:  # a model failure answers every waiting request
                 for _, future in jobs:
@@ -77,6 +82,10 @@ class Batcher:
                 if not future.done():
                     future.set_result(probs[start : start + len(job_ids)])
                 start += len(job_ids)
+
+    async def encode(self, texts: list[str]) -> list[list[int]]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self.classifier.encode, texts)
 
     async def classify(self, ids: list[list[int]]) -> np.ndarray:
         future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
@@ -106,7 +115,7 @@ def make_app(
             texts = [texts]
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return error_response("`input` must be a string or a list of strings", 400)
-        ids = classifier.encode(texts) if texts else []
+        ids = await batcher.encode(texts) if texts else []
         keep = body.get("truncate_prompt_tokens")
         if isinstance(keep, int) and keep > 0:
             ids = [seq[-keep:] for seq in ids]  # vLLM keeps the last k tokens
@@ -156,6 +165,7 @@ def make_app(
         task = asyncio.create_task(batcher.run())
         yield
         task.cancel()
+        batcher.executor.shutdown(wait=False, cancel_futures=True)
 
     app = web.Application(client_max_size=256 * 1024 * 1024)
     app.router.add_post("/classify", classify)

@@ -30,6 +30,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from darling_nemo.jsonl import read_jsonl_numbered
+
 PROBLEM_KEYS = ("problem", "question", "prompt", "input")
 ANSWER_KEYS = ("expected_answer", "answer", "final_answer", "output")
 PROMPT_KEYS = ("prompt", "conversation", "messages", "input", "instruction")
@@ -51,17 +53,12 @@ def read_records(source: str, split: str = "train") -> Iterator[tuple[str, dict[
     """
     path = Path(source)
     if path.suffix == ".jsonl":
-        with path.open() as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise DataError(f"{path}:{line_no}: invalid JSON: {err}") from None
-                if not isinstance(record, dict):
-                    raise DataError(f"{path}:{line_no}: expected a JSON object")
-                yield f"{path}:{line_no}", record
+        try:
+            records = read_jsonl_numbered(path)
+        except (FileNotFoundError, ValueError) as err:
+            raise DataError(str(err)) from None
+        for line_no, record in records:
+            yield f"{path}:{line_no}", record
     elif path.suffix == ".json":
         data = json.loads(path.read_text())
         if not isinstance(data, list):

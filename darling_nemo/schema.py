@@ -411,6 +411,22 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
             f"grpo.use_leave_one_out_baseline={str(wants_loo).lower()} (the reference uses the "
             "group mean: baseline=mean, use_leave_one_out_baseline=false)."
         )
+    if darling.normalize_std and wants_loo:
+        problems.append(
+            "darling.normalize_std=true with darling.baseline=leave_one_out is not supported "
+            "by the NeMo-RL engine: NeMo-RL's leave-one-out std is computed per sample over "
+            "the other responses, while the logged DARLING advantages divide by the group's "
+            "std, so logged and trained advantages would differ. Use baseline=mean with "
+            "normalize_std=true, or normalize_std=false."
+        )
+    found, shaping_enabled = _lookup(cfg, "grpo.reward_shaping.enabled")
+    if found and shaping_enabled and darling.enabled:
+        problems.append(
+            "grpo.reward_shaping.enabled=true is not supported with darling.enabled=true: "
+            "NeMo-RL applies reward shaping (the DAPO overlong penalty) after the DARLING "
+            "reward, adding it to quality x diversity. Set it false (GRPO baselines with "
+            "darling.enabled=false may use it)."
+        )
     token_level = need("loss_fn.token_level_loss")
     if token_level is not None and not token_level:
         problems.append(

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from darling_nemo.config import apply_overrides, load_config
 from darling_nemo.core import darling_batch
+from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import make_judge
 from darling_nemo.schema import ConfigError, DarlingConfig, validate_darling
 
@@ -30,32 +31,23 @@ GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call car
 
 def read_groups(path: Path) -> list[dict[str, Any]]:
     """Parse and check every line; raise one error listing every bad line (file:line)."""
-    groups, problems = [], []
-    with path.open() as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                problems.append(f"{where}: not valid JSON ({err.msg})")
-                continue
-            problem = _check_group(row)
-            if problem:
-                problems.append(f"{where}: {problem}")
-            else:
-                groups.append(row)
+    records, problems = scan_jsonl(path)
+    groups = []
+    for lineno, row in records:
+        problem = _check_group(row)
+        if problem:
+            problems.append((lineno, problem))
+        else:
+            groups.append(row)
     if problems:
-        raise ValueError("malformed input, nothing scored:\n  " + "\n  ".join(problems))
+        lines = [f"{path}:{lineno}: {problem}" for lineno, problem in sorted(problems)]
+        raise ValueError("malformed input, nothing scored:\n  " + "\n  ".join(lines))
     if not groups:
         raise ValueError(f"{path}: no groups found")
     return groups
 
 
-def _check_group(row: Any) -> str | None:
-    if not isinstance(row, dict):
-        return "each line must be a JSON object"
+def _check_group(row: dict[str, Any]) -> str | None:
     missing = [k for k in ("responses", "quality") if k not in row]
     if missing:
         return f"missing field(s) {', '.join(missing)}"

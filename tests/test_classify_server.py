@@ -339,6 +339,38 @@ def test_slow_server_past_the_timeout_is_routed_around(servers, reference):
         slow.close()
 
 
+def test_a_wait_cut_by_the_deadline_does_not_rest_the_endpoint(servers, reference):
+    slow = Proxy(servers["urls"][0], "pass", delay_s=3.0)
+    try:
+        pairs = random_pairs(4, seed=6)
+        slow_endpoint = {"url": slow.url, "model": "similarity_gpu_0"}
+        with served(
+            [slow_endpoint, endpoint(servers, 1)],
+            request_timeout_s=30,  # the deadline (1 s) cuts every wait, not this timeout
+            deadline_s=1.0,
+            endpoint_cooldown_s=600,
+        ) as judge:
+            with pytest.raises(ServedJudgeError, match=r"deadline of 1s passed while waiting"):
+                judge(pairs)  # one request of 4 pairs: sent to the slow endpoint first
+            assert judge.stats["failed_requests"] == 1
+            slow_state = judge.endpoints[0]
+            assert (slow_state.failures, slow_state.last_error) == (0, None)
+            assert slow_state.resting_until == 0.0  # still in rotation, no 600 s rest
+            assert "similarity_gpu_0): up, 0 failed" in slow_state.describe(time.monotonic())
+        # Contrast: a timeout of its own (0.3 s, well within the deadline) does rest it.
+        with served(
+            [slow_endpoint, endpoint(servers, 1)],
+            request_timeout_s=0.3,
+            deadline_s=30,
+            endpoint_cooldown_s=600,
+        ) as judge:
+            np.testing.assert_allclose(judge(pairs), reference(pairs), atol=1e-5)
+            assert judge.endpoints[0].failures == 1
+            assert judge.endpoints[0].resting_until > 0.0
+    finally:
+        slow.close()
+
+
 @pytest.mark.parametrize(
     ("mode", "message"),
     [

@@ -131,9 +131,12 @@ def test_bad_rows_name_the_file_and_line(tmp_path, capsys):
     assert not (tmp_path / "o.jsonl").exists()
 
     broken = tmp_path / "broken.jsonl"
-    broken.write_text('{"prompt": "ok"}\n{not json\n')
+    broken.write_text('{"prompt": "ok"}\n\n{not json\n[1]\n')  # every bad line, blank counted
     assert main_wildchat([str(broken), "--out", str(tmp_path / "o.jsonl")]) == 2
-    assert f"{broken}:2: invalid JSON" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{broken}:3: not valid JSON" in err and f"{broken}:4: expected a JSON object" in err
+    assert main_wildchat([str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o.jsonl")]) == 2
+    assert "none.jsonl: no such file" in capsys.readouterr().err
 
     custom = write(tmp_path / "custom.jsonl", [{"q": "3*3?", "a": 9, "context": " Let x=3. "}])
     out = tmp_path / "c.jsonl"

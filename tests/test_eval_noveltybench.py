@@ -20,6 +20,7 @@ from darling_nemo.evals.noveltybench import (
     greedy_partition_groups,
     novelty_scores,
     rating_from_reward,
+    summarize_noveltybench,
 )
 from darling_nemo.evals.schema import (
     SKYWORK_GEMMA2_27B_THRESHOLDS,
@@ -164,12 +165,34 @@ def test_utility_hand_case():
     assert s["utility"] == pytest.approx(11.84 / 2.952)
     assert s["distinct"] == 2
     assert s["quality"] == pytest.approx(31 / 4)  # mean of all ratings, repeats included
+    # The DARLING fork: first rating of each class (8, 6) summed, over n = 4: 14 / 4 = 3.5.
+    assert s["utility_darling"] == pytest.approx(3.5)
     # All distinct and all rated 10: utility 10 whatever the patience.
     assert novelty_scores([10] * 10, list(range(10)), 0.8)["utility"] == pytest.approx(10)
     # One class: only the first counts: 10 / sum(0.8^i, i<10) = 10 / 4.4631... = 2.2406...
     assert novelty_scores([10] * 10, [0] * 10, 0.8)["utility"] == pytest.approx(
         10 / sum(0.8**i for i in range(10))
     )
+    # ... and for the DARLING fork 10 / 10 = 1; all distinct: (10 * 10) / 10 = 10.
+    assert novelty_scores([10] * 10, [0] * 10, 0.8)["utility_darling"] == pytest.approx(1.0)
+    assert novelty_scores([10] * 10, list(range(10)), 0.8)["utility_darling"] == 10
+    # A late new class is not discounted: ratings 5, 5, 5, 7, classes 0, 0, 0, 1:
+    # fork (5 + 7) / 4 = 3; NoveltyBench (5 + 0.512 * 7) / 2.952 = 8.584 / 2.952 = 2.9079.
+    late = novelty_scores([5, 5, 5, 7], [0, 0, 0, 1], 0.8)
+    assert late["utility_darling"] == pytest.approx(3.0)
+    assert late["utility"] == pytest.approx(8.584 / 2.952)
+
+
+def test_summary_reports_both_utilities_with_a_note():
+    rows = [
+        novelty_scores([8, 8, 6, 9], [0, 0, 1, 0], 0.8),  # utility_darling 3.5
+        novelty_scores([5, 5, 5, 7], [0, 0, 0, 1], 0.8),  # utility_darling 3.0
+    ]
+    summary = summarize_noveltybench(rows, 2, {})
+    assert summary["mean_utility_darling"] == pytest.approx(3.25)
+    assert summary["var_utility_darling"] == pytest.approx(0.0625)  # (0.25^2 + 0.25^2) / 2
+    assert summary["mean_utility"] == pytest.approx((11.84 + 8.584) / 2.952 / 2)
+    assert "utility_darling" in summary["utility_note"]
 
 
 def test_judge_is_flagged():
@@ -269,10 +292,14 @@ def test_noveltybench_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_he
         assert r["ratings"] == [rating_from_reward(x, cut_values) for x in r["raw_rewards"]]
         again = novelty_scores(r["ratings"], r["partition"], 0.8)
         assert r["utility"] == pytest.approx(again["utility"])
+        assert r["utility_darling"] == pytest.approx(again["utility_darling"])
         assert r["distinct"] == len(set(r["partition"]))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] and summary["prompts_done"] == 3 and summary["n"] == 4
     assert summary["mean_distinct"] == pytest.approx(sum(r["distinct"] for r in scores) / 3)
+    assert summary["mean_utility_darling"] == pytest.approx(
+        sum(r["utility_darling"] for r in scores) / 3
+    )
     assert summary["judge"]["kind"] == "embedding" and not summary["judge"]["is_reference"]
     assert summary["reward_model"]["noveltybench_thresholds"] is False  # flagged: custom cuts
 

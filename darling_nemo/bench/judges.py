@@ -21,7 +21,6 @@ answers are settled without a model (the reference sends those to the classifier
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import re
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 from darling_nemo.core import partition_all_pairs, partition_groups
+from darling_nemo.jsonl import read_jsonl
 from darling_nemo.judges import make_judge
 from darling_nemo.schema import CrossEncoderJudgeConfig, EmbeddingJudgeConfig, ServedJudgeConfig
 
@@ -41,7 +41,7 @@ DATA = (
 
 
 def load_responses(path: Path, count: int) -> list[str]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(path)
     out = []
     for row in rows:
         out += [row["generation_0"], row["generation_1"]]

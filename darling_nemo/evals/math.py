@@ -28,6 +28,7 @@ from darling_nemo.evals.records import (
     write_json,
 )
 from darling_nemo.evals.schema import MathBenchmark, MathEvalConfig
+from darling_nemo.jsonl import read_jsonl as read_input_jsonl
 from darling_nemo.metrics import default_ks, mean_pass_at_k
 from darling_nemo.schema import ConfigError
 
@@ -62,14 +63,10 @@ def _read_rows(bench: MathBenchmark) -> tuple[list[dict[str, Any]], str]:
     if not path.exists():
         raise ConfigError(f"benchmark {bench.name!r}: file not found: {path}")
     if path.suffix == ".jsonl":
-        rows = []
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ConfigError(f"{path}:{number}: not valid JSON: {err}") from None
-        return rows, str(path)
+        try:
+            return read_input_jsonl(path), str(path)
+        except ValueError as err:  # names every bad line as file:line
+            raise ConfigError(f"benchmark {bench.name!r}: {err}") from None
     if path.suffix == ".json":
         return json.loads(path.read_text()), str(path)
     if path.suffix == ".parquet":

@@ -6,6 +6,9 @@ by a reward model through NoveltyBench's cut-offs, then
     distinct = number of classes
     utility  = sum_i 0.8^i s_i / sum_i 0.8^i, s_i = rating_i if response i opens a new class,
                else 0 (a repeat is worth nothing to a user who has seen its class)
+    utility_darling = sum_i s_i / n: the DARLING paper's number (its fork of NoveltyBench,
+               evals/novelty-bench/src/score.py, sums the first member's rating of each class
+               and divides by n, with no patience weighting; repeats still add nothing)
     quality  = mean rating of all n generations (repeats included; the quality axis of the
                quality-vs-diversity plane)
 Summaries are means over prompts. The greedy partition is NOT the training-time union-find
@@ -118,6 +121,7 @@ def novelty_scores(
         "distinct": len(seen),
         "generation_scores": generation_scores,
         "utility": float(np.dot(weights, generation_scores) / weights.sum()),
+        "utility_darling": float(np.sum(generation_scores) / len(ratings)),
         "quality": float(np.mean(ratings)),
     }
 
@@ -216,6 +220,7 @@ def summarize_noveltybench(
         return (float(np.mean(values)), float(np.var(values))) if values else (0.0, 0.0)
 
     (d, dv), (u, uv), (q, qv) = stat("distinct"), stat("utility"), stat("quality")
+    ud, udv = stat("utility_darling")
     return {
         "eval": "noveltybench",
         **meta,
@@ -226,6 +231,13 @@ def summarize_noveltybench(
         "var_distinct": dv,
         "mean_utility": u,
         "var_utility": uv,
+        "mean_utility_darling": ud,
+        "var_utility_darling": udv,
+        "utility_note": (
+            "utility: NoveltyBench's (patience-weighted mean, repeats 0). utility_darling: "
+            "what the DARLING paper reports (its NoveltyBench fork): sum of each class's first "
+            "rating / n, no patience weighting. Compare with the paper using utility_darling."
+        ),
         "mean_quality": q,
         "var_quality": qv,
     }
@@ -290,6 +302,9 @@ def run_noveltybench(
         },
     )
     scored = latest_by_key(read_jsonl(score_path), "id")
+    for record in scored.values():  # scores written before utility_darling was recorded
+        if "utility_darling" not in record:
+            record.update(novelty_scores(record["ratings"], record["partition"], cfg.patience))
     pending = [generated[p["id"]] for p in prompts if p["id"] not in scored]
     print(f"noveltybench: {len(prompts) - len(pending)} of {len(prompts)} prompts scored")
     if pending:

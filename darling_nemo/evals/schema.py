@@ -209,6 +209,7 @@ class NoveltyBenchConfig(Strict):
     # and the summary says which one was used.
     judge: JudgeConfig = Field(default_factory=LexicalJudgeConfig)
     reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
+    # Weights `utility` (NoveltyBench's); `utility_darling` (the DARLING paper's) has none.
     patience: float = Field(0.8, gt=0.0, le=1.0)
     chunk_prompts: int = Field(16, ge=1)  # prompts partitioned and scored per write
 

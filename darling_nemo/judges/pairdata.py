@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from darling_nemo.jsonl import scan_jsonl
+
 
 @dataclass(frozen=True)
 class LabelledPair:
@@ -31,38 +33,28 @@ def load_pairs(
 ) -> list[LabelledPair]:
     """Read and check every line; one error lists every bad line as file:line."""
     path = Path(path)
-    pairs, problems = [], []
+    pairs = []
     try:
-        lines = path.read_text().splitlines()
+        records, problems = scan_jsonl(path)
     except FileNotFoundError:
         raise ValueError(f"pair data not found: {path}") from None
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(f"{where}: not valid JSON ({err.msg})")
-            continue
-        if not isinstance(row, dict):
-            problems.append(f"{where}: not a JSON object")
-            continue
+    for lineno, row in records:
         missing = [k for k in (text_a, text_b, label) if k not in row]
         if missing:
-            problems.append(f"{where}: missing field(s) {', '.join(missing)}")
+            problems.append((lineno, f"missing field(s) {', '.join(missing)}"))
             continue
         if not isinstance(row[text_a], str) or not isinstance(row[text_b], str):
-            problems.append(f"{where}: {text_a} and {text_b} must be strings")
+            problems.append((lineno, f"{text_a} and {text_b} must be strings"))
             continue
         value = row[label]
         if value not in (0, 1):  # True/False compare equal to 1/0
-            problems.append(f"{where}: {label} must be 0 or 1, got {value!r}")
+            problems.append((lineno, f"{label} must be 0 or 1, got {value!r}"))
             continue
         group = row.get(split_key, f"line {lineno}")
         pairs.append(LabelledPair(row[text_a], row[text_b], int(value), json.dumps(group), lineno))
     if problems:
-        raise ValueError("malformed pair data:\n  " + "\n  ".join(problems[:20]))
+        lines = [f"{path}:{lineno}: {problem}" for lineno, problem in sorted(problems)[:20]]
+        raise ValueError("malformed pair data:\n  " + "\n  ".join(lines))
     if not pairs:
         raise ValueError(f"{path}: no pairs")
     return pairs

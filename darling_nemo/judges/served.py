@@ -9,7 +9,8 @@ each), so a slow or dead server never holds a fixed share of the work.
 
 Failures: a connection error, timeout, 5xx/404 status or malformed reply takes the endpoint
 out of rotation for `endpoint_cooldown_s` and the request is retried elsewhere after an
-exponential backoff. When every endpoint is resting, the one whose rest ends first is tried
+exponential backoff (a wait that the call's deadline cut below `request_timeout_s` is not
+the endpoint's fault: it stays in rotation). When every endpoint is resting, the one whose rest ends first is tried
 (so one server that blinked is not locked out). A request that failed `max_attempts` times,
 or passes `deadline_s`, fails the call with a `ServedJudgeError` naming every endpoint and
 the last error; with a `fallback` judge configured, its pairs are judged by the fallback
@@ -47,6 +48,10 @@ class ServedJudgeError(RuntimeError):
 
 class _EndpointFailure(Exception):
     """The endpoint's fault (down, slow, broken reply): retry on another endpoint."""
+
+
+class _NoReply(_EndpointFailure):
+    """No reply within the request's timeout."""
 
 
 class _BadRequest(Exception):
@@ -232,6 +237,13 @@ class ServedJudge:
                 return probs
             except _EndpointFailure as err:
                 self.stats["failed_requests"] += 1
+                if isinstance(err, _NoReply) and timeout < self.cfg.request_timeout_s:
+                    # The call's deadline cut the wait short, not the endpoint: it stays in
+                    # rotation (no failure counted, no cooldown), and no retry has time left.
+                    raise _EndpointFailure(
+                        f"deadline of {self.cfg.deadline_s:g}s passed while waiting "
+                        f"{timeout:.1f}s for {endpoint.url}"
+                    ) from None
                 endpoint.failures += 1
                 endpoint.last_error = str(err)
                 endpoint.resting_until = self._loop.time() + self.cfg.endpoint_cooldown_s
@@ -283,7 +295,7 @@ class ServedJudge:
                 body = await resp.text()
                 status = resp.status
         except TimeoutError:
-            raise _EndpointFailure(f"no reply within {timeout:.1f}s") from None
+            raise _NoReply(f"no reply within {timeout:.1f}s") from None
         except aiohttp.ClientError as err:
             raise _EndpointFailure(f"{type(err).__name__}: {err}") from None
         if status == 400:

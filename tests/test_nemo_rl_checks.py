@@ -1,0 +1,117 @@
+"""NeMo-RL settings that would change DARLING's reward or advantage are refused.
+
+schema.nemo_rl_contradictions runs on plain dicts (no nemo_rl needed); the last test checks
+the reason for the leave-one-out refusal against NeMo-RL's own function when importable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from darling_nemo.core import Baseline, advantages
+from darling_nemo.schema import ConfigError, validate_nemo_rl_config
+
+
+def nemo_config(darling: dict | None = None, **grpo) -> dict:
+    return {
+        "grpo": {
+            "normalize_rewards": False,
+            "use_leave_one_out_baseline": False,
+            "num_generations_per_prompt": 8,
+            "async_grpo": {"enabled": False},
+            "reward_shaping": {"enabled": False},
+            **grpo,
+        },
+        "loss_fn": {"token_level_loss": True},
+        "darling": {"judge": {"kind": "lexical"}, **(darling or {})},
+    }
+
+
+def test_the_consistent_config_passes():
+    assert validate_nemo_rl_config(nemo_config()).enabled is True
+
+
+def test_reward_shaping_is_refused_with_darling():
+    cfg = nemo_config(reward_shaping={"enabled": True})
+    with pytest.raises(ConfigError) as err:
+        validate_nemo_rl_config(cfg)
+    message = str(err.value)
+    assert "grpo.reward_shaping.enabled=true is not supported" in message
+    assert "darling.enabled=true" in message
+
+
+def test_reward_shaping_is_allowed_for_the_plain_grpo_baseline():
+    # darling.enabled=false trains on quality only: DAPO's overlong penalty is a legitimate
+    # part of such a baseline, so it is not refused.
+    cfg = nemo_config({"enabled": False}, reward_shaping={"enabled": True})
+    assert validate_nemo_rl_config(cfg).enabled is False
+
+
+def test_std_normalisation_with_leave_one_out_is_refused():
+    cfg = nemo_config(
+        {"baseline": "leave_one_out", "normalize_std": True},
+        use_leave_one_out_baseline=True,
+        normalize_rewards=True,
+    )
+    with pytest.raises(ConfigError) as err:
+        validate_nemo_rl_config(cfg)
+    message = str(err.value)
+    assert "darling.normalize_std=true with darling.baseline=leave_one_out" in message
+    # Only this problem: the grpo keys agree with the darling: section.
+    assert message.count("\n  ") == 1
+
+
+@pytest.mark.parametrize(
+    ("baseline", "normalize_std"),
+    [("leave_one_out", False), ("mean", True), ("mean", False)],
+)
+def test_the_other_baseline_and_std_combinations_pass(baseline, normalize_std):
+    cfg = nemo_config(
+        {"baseline": baseline, "normalize_std": normalize_std},
+        use_leave_one_out_baseline=baseline == "leave_one_out",
+        normalize_rewards=normalize_std,
+    )
+    darling = validate_nemo_rl_config(cfg)
+    assert (darling.baseline.value, darling.normalize_std) == (baseline, normalize_std)
+
+
+def test_both_refusals_are_reported_at_once():
+    cfg = nemo_config(
+        {"baseline": "leave_one_out", "normalize_std": True},
+        use_leave_one_out_baseline=True,
+        normalize_rewards=True,
+        reward_shaping={"enabled": True},
+    )
+    with pytest.raises(ConfigError) as err:
+        validate_nemo_rl_config(cfg)
+    assert "grpo.reward_shaping.enabled" in str(err.value)
+    assert "darling.baseline=leave_one_out" in str(err.value)
+
+
+@pytest.mark.nemo_rl
+def test_leave_one_out_std_differs_between_nemo_rl_and_the_core():
+    # Why the combination is refused. Group rewards [1, 0, 0, 0], leave-one-out baseline:
+    # response 0: baseline = mean(0, 0, 0) = 0, advantage 1.
+    # The core divides by the group's sample std: mean 0.25, squared deviations
+    # 0.5625 + 3 * 0.0625 = 0.75, / 3 = 0.25, std 0.5 -> 1 / 0.5 = 2 (minus epsilon).
+    # NeMo-RL's std for response 0 is over the other responses (0, 0, 0): 0, so it leaves
+    # the advantage at 1.
+    torch = pytest.importorskip("torch")
+    utils = pytest.importorskip("nemo_rl.algorithms.utils")
+    rewards = [1.0, 0.0, 0.0, 0.0]
+    core = advantages(
+        rewards, [0] * 4, baseline=Baseline.LEAVE_ONE_OUT, normalize_std=True, std_epsilon=1e-6
+    )
+    assert core[0] == pytest.approx(2.0, rel=1e-5)
+    prompts = torch.zeros((4, 3), dtype=torch.long)  # one prompt, four responses
+    baseline, std = utils.calculate_baseline_and_std_per_prompt(
+        prompts,
+        torch.tensor(rewards),
+        torch.ones(4),
+        leave_one_out_baseline=True,
+    )
+    assert float(baseline[0]) == pytest.approx(0.0)
+    assert float(std[0]) == pytest.approx(0.0)
+    # Response 1: others (1, 0, 0): NeMo-RL std = sqrt(1/3) ~ 0.577, not the core's 0.5.
+    assert float(std[1]) == pytest.approx(np.sqrt(1 / 3), rel=1e-5)
