@@ -44,7 +44,7 @@ def math_summary(run: str, correct_per_problem: list[int], n: int = 8) -> dict:
 
 def nb_summary(run: str, distinct: list[int], quality: list[float]) -> dict:
     scored = [
-        {"distinct": d, "utility": q * d / 10, "quality": q}
+        {"distinct": d, "utility": q * d / 10, "utility_darling": q * d / 10, "quality": q}
         for d, q in zip(distinct, quality, strict=True)
     ]
     meta = {
