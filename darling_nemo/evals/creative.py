@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from darling_nemo.evals.generation import Sampler, generate_to_jsonl
+from darling_nemo.evals.generation import Sampler, generate_to_jsonl, generation_settings
 from darling_nemo.evals.math import run_name_of
 from darling_nemo.evals.records import (
     JsonlWriter,
@@ -525,12 +525,7 @@ def run_creative(cfg: CreativeEvalConfig, sampler: Sampler | None = None) -> dic
     check_resume(
         out,
         "creative-generate",
-        {
-            "model": cfg.generator.model,
-            "tokenizer": cfg.generator.tokenizer,
-            "prompt": cfg.prompt.model_dump(),
-            "sampling": cfg.sampling.model_dump(),
-        },
+        generation_settings(cfg.generator, cfg.prompt, cfg.sampling),
     )
     generated = generate_to_jsonl(
         sampler or cfg.generator,

@@ -226,6 +226,18 @@ def generate_items(
             progress.update(len(chunk))
 
 
+def generation_settings(
+    generator: GeneratorConfig, prompt: PromptConfig, sampling: SamplingConfig
+) -> dict[str, Any]:
+    """What a file of generations depends on: resuming it under other values is refused."""
+    return {
+        "model": generator.model,
+        "tokenizer": generator.tokenizer,
+        "prompt": prompt.model_dump(),
+        "sampling": sampling.model_dump(),
+    }
+
+
 def generate_to_jsonl(
     sampler: Sampler | GeneratorConfig,
     prompt: PromptConfig,

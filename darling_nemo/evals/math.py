@@ -19,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from darling_nemo.evals.generation import Completion, Item, Sampler, generate_items, make_sampler
+from darling_nemo.evals.generation import (
+    Completion,
+    Item,
+    Sampler,
+    generate_items,
+    generation_settings,
+    make_sampler,
+)
 from darling_nemo.evals.records import (
     JsonlWriter,
     check_resume,
@@ -271,12 +278,7 @@ def run_math_eval(cfg: MathEvalConfig, sampler: Sampler | None = None) -> dict[s
     check_resume(
         out,
         "math",
-        {
-            "model": cfg.generator.model,
-            "tokenizer": cfg.generator.tokenizer,
-            "prompt": cfg.prompt.model_dump(),
-            "sampling": cfg.sampling.model_dump(),
-        },
+        generation_settings(cfg.generator, cfg.prompt, cfg.sampling),
     )
     mine = samples_file(out, cfg.shard.index, cfg.shard.count)
     done = latest_by_key(read_jsonl(mine), "key")  # repairs a torn line of our own file

@@ -29,7 +29,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from darling_nemo.core import PairJudge, short_answer_equivalent
-from darling_nemo.evals.generation import Sampler, dtype_kwargs, generate_to_jsonl
+from darling_nemo.evals.generation import (
+    Sampler,
+    dtype_kwargs,
+    generate_to_jsonl,
+    generation_settings,
+)
 from darling_nemo.evals.math import run_name_of
 from darling_nemo.evals.records import (
     JsonlWriter,
@@ -265,12 +270,7 @@ def run_noveltybench(
         check_resume(
             out,
             "noveltybench-generate",
-            {
-                "model": cfg.generator.model,
-                "tokenizer": cfg.generator.tokenizer,
-                "prompt": cfg.prompt.model_dump(),
-                "sampling": cfg.sampling.model_dump(),
-            },
+            generation_settings(cfg.generator, cfg.prompt, cfg.sampling),
         )
         generated = generate_to_jsonl(
             sampler or cfg.generator,
