@@ -473,22 +473,42 @@ darling_train() {
     python "$JOB_RECIPE" --config "$CONFIG" "${overrides[@]}")
   print_cmd "${driver[@]}"
   is_dry_run && return 0
-  "${driver[@]}" &
-  DRIVER_PID=$!
-  # A USR1 (on_usr1) interrupts `wait` with status 138: wait on until the driver exits, then
-  # once more for its own status (it may have exited while the trap ran).
-  wait "$DRIVER_PID" || true
-  while kill -0 "$DRIVER_PID" 2>/dev/null; do
-    wait "$DRIVER_PID" || true
-  done
   local rc=0 when=""
-  wait "$DRIVER_PID" || rc=$?
+  run_to_the_end "$LOG_DIR/driver.rc" "${driver[@]}" || rc=$?
   ((USR1_RECEIVED)) && when=" after the time-limit signal"
   log "driver exited with $rc$when; logs in $LOG_DIR"
   if ((rc == 0)); then
     requeue_if_unfinished "$start_step"
   fi
   return "$rc"
+}
+
+# run_to_the_end STATUS_FILE CMD...: runs CMD in the background, waits for it through any
+# number of USR1s (on_usr1) and returns its exit status. The status goes through STATUS_FILE,
+# not `wait`: when a trapped signal interrupts `wait` just as the child exits, bash 5.2 can
+# lose the status, and a later `wait` returns -1 or blocks until every other step ends. The
+# subshell ignores USR1 so that a signal sent to the whole job cannot kill it first.
+run_to_the_end() {
+  local status_file=$1 pid status
+  shift
+  rm -f "$status_file"
+  (
+    trap '' USR1
+    status=0
+    "$@" || status=$?
+    echo "$status" >"$status_file"
+  ) &
+  pid=$!
+  wait "$pid" 2>/dev/null || true # returns early (138) when USR1 arrives
+  # Then poll: short naps first (the child is often exiting), 1 s once it runs on.
+  local naps=(0.05 0.1 0.2 0.5 1) nap=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep "${naps[nap]}"
+    nap=$((nap < ${#naps[@]} - 1 ? nap + 1 : nap))
+  done
+  [[ -s "$status_file" ]] || die "${1##*/} ended without an exit status in $status_file"
+  status=$(<"$status_file")
+  return "$status"
 }
 
 # What grpo_train (NeMo-RL v0.4.0) prints when it returns at checkpoint_must_save_by.

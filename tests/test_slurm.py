@@ -126,14 +126,22 @@ def cluster(tmp_path):
             return job_env
 
         def run(self, script: str, env: dict, *args: str, timeout: int = 120):
-            return subprocess.run(
+            job = subprocess.Popen(
                 ["bash", str(SLURM / script), *args],
                 env=env,
                 cwd=tmp_path,  # not the checkout: the script must find it itself
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
-                timeout=timeout,
+                start_new_session=True,  # its own process group: a hung job is killed whole
             )
+            try:
+                stdout, stderr = job.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                stdout, stderr = job.communicate()
+                pytest.fail(f"{script} still running after {timeout}s:\n{stdout}\n{stderr}")
+            return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
 
     return Cluster()
 
@@ -568,6 +576,19 @@ PLAY_SRUN = textwrap.dedent(
         else:
             break
     cmd = args[i:]
+
+    def batch_shell():
+        # The outermost ancestor running the .sub: what --signal=B: signals.
+        pid, found = os.getpid(), None
+        while pid > 1:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if len(argv) > 1 and argv[1].endswith(b".sub"):  # bash .../x.sub
+                found = pid
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        return found
+
     with open(os.environ["FAKE_LOG"], "a") as log:
         log.write(" ".join(cmd) + "\n")
     text = " ".join(cmd)
@@ -595,8 +616,8 @@ PLAY_SRUN = textwrap.dedent(
         rc = int(env["FAKE_DRIVER_RC"])
         with open(env["FAKE_LOG"], "a") as log:
             log.write(f"driver exits {rc}\n")
-        if env.get("FAKE_DRIVER_USR1_AT_EXIT") == "1":  # the batch shell: our parent
-            os.kill(os.getppid(), signal.SIGUSR1)
+        if env.get("FAKE_DRIVER_USR1_AT_EXIT") == "1":
+            os.kill(batch_shell(), signal.SIGUSR1)
         sys.exit(rc)
     sys.exit(f"unexpected command {cmd}")
     """
@@ -837,3 +858,44 @@ def test_usr1_as_the_driver_exits_keeps_the_drivers_exit_code(cluster):
     assert res.returncode == 7, res.stdout + res.stderr
     assert "driver exited with 7" in res.stdout
     assert "requeue" not in (cluster.path / "fake.log").read_text()
+
+
+# 200 children that signal the launcher and exit at once, while another step (a `sleep`)
+# runs: a status lost by `wait` shows as -1, or as a hang until that step ends. Bash 5.2 lost
+# it in about 1 run in 50 with the `wait`-only loop this replaced, so 200 runs catch it.
+RACE_RUNS = r"""
+set -euo pipefail
+source "$DARLING_ROOT/slurm/common.sh"
+trap on_usr1 USR1
+sleep 600 >/dev/null 2>&1 &
+other_step=$!
+for ((i = 0; i < 200; i++)); do
+  delay=(0 0.002 0.005)
+  status=0
+  run_to_the_end "$STATUS_DIR/rc" bash -c 'sleep "$1"; kill -USR1 "$2"; exit 7' _ \
+    "${delay[i % 3]}" $$ >/dev/null || status=$?
+  echo "status $status"
+done
+kill "$other_step"
+echo "USR1_RECEIVED=$USR1_RECEIVED"
+"""
+
+
+def test_run_to_the_end_keeps_the_status_when_usr1_lands_as_the_step_exits(tmp_path):
+    job = subprocess.Popen(
+        ["bash", "-c", RACE_RUNS],
+        env={**os.environ, "DARLING_ROOT": str(REPO), "STATUS_DIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = job.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        pytest.fail(f"run_to_the_end hung:\n{job.communicate()[0][-2000:]}")
+    statuses = [line for line in out.splitlines() if line.startswith("status ")]
+    assert job.returncode == 0, out[-2000:]
+    assert statuses == ["status 7"] * 200, sorted(set(statuses))
+    assert "USR1_RECEIVED=1" in out
