@@ -44,7 +44,8 @@ def math_summary(run: str, correct_per_problem: list[int], n: int = 8) -> dict:
 
 def nb_summary(run: str, distinct: list[int], quality: list[float]) -> dict:
     scored = [
-        {"distinct": d, "utility": q * d / 10, "utility_darling": q * d / 10, "quality": q}
+        # Made-up utilities, apart so that the table cannot swap them.
+        {"distinct": d, "utility": q * d / 10, "utility_darling": q * d / 20, "quality": q}
         for d, q in zip(distinct, quality, strict=True)
     ]
     meta = {
@@ -98,8 +99,10 @@ def test_report_plots_and_table(run_dirs, tmp_path):
     assert "| darling | 45.8 / 100.0 (8) | 45.8 / 100.0 (8) | 45.8 / 100.0 (8) |" in table
     # base: c = 0, 1, 2 -> pass@1 = 3/24 = 12.5 %; pass@8 = 2/3 = 66.7 %.
     assert "| base | 12.5 / 66.7 (8)" in table
-    # NoveltyBench: grpo distinct (2+2)/2 = 2.00, quality 7.50, utility 7.5*2/10 = 1.50.
-    assert "| grpo | 2.00 (of 10) | 1.50 | 7.50 | 2/2 | embedding > 0.8 (stand-in) |" in table
+    # NoveltyBench: grpo distinct (2+2)/2 = 2.00, quality 7.50, utility 7.5*2/10 = 1.50,
+    # utility_darling 7.5*2/20 = 0.75.
+    row = "| grpo | 2.00 (of 10) | 1.50 | 0.75 | 7.50 | 2/2 | embedding > 0.8 (stand-in) |"
+    assert row in table
     report = (tmp_path / "plots" / "report.md").read_text()
     assert "![quality_vs_diversity](quality_vs_diversity.png)" in report and table in report
 

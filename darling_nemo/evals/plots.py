@@ -75,13 +75,14 @@ def _math_table(runs: list[dict[str, Any]]) -> str:
 
 
 def _noveltybench_table(runs: list[dict[str, Any]]) -> str:
-    head = ["run", "distinct (of n)", "utility", "quality (1-10)", "prompts", "partition judge"]
+    head = ["run", "distinct (of n)", "utility", "utility (DARLING paper)", "quality (1-10)"]
+    head += ["prompts", "partition judge"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in runs:
         judge = s["judge"]["description"] + ("" if s["judge"]["is_reference"] else " (stand-in)")
         lines.append(
             f"| {s['run_name']} | {s['mean_distinct']:.2f} (of {s['n']}) | "
-            f"{s['mean_utility']:.2f} | {s['mean_quality']:.2f} | "
+            f"{s['mean_utility']:.2f} | {s['mean_utility_darling']:.2f} | {s['mean_quality']:.2f} | "
             f"{s['prompts_done']}/{s['prompts_total']} | {judge} |"
         )
     return "\n".join(lines)
