@@ -15,11 +15,13 @@ pairwise.jsonl and summary.json. Rerun to resume; items that failed are judged a
 from __future__ import annotations
 
 import argparse
+import sys
 
 from darling_nemo.config import load_config, save_config
 from darling_nemo.evals.creative import run_creative
 from darling_nemo.evals.plots import markdown_table
 from darling_nemo.evals.schema import CreativeEvalConfig, validate_eval
+from darling_nemo.schema import ConfigError
 
 
 def main() -> None:
@@ -47,4 +49,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ConfigError as err:  # bad config, input file or resume: the message says which
+        sys.exit(f"error: {err}")

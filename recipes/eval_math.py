@@ -12,11 +12,13 @@ shard.count=N in N processes (slurm/eval_math.sub does), then once without shard
 from __future__ import annotations
 
 import argparse
+import sys
 
 from darling_nemo.config import load_config, save_config
 from darling_nemo.evals.math import run_math_eval
 from darling_nemo.evals.plots import markdown_table
 from darling_nemo.evals.schema import MathEvalConfig, validate_eval
+from darling_nemo.schema import ConfigError
 
 
 def main() -> None:
@@ -44,4 +46,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ConfigError as err:  # bad config, input file or resume: the message says which
+        sys.exit(f"error: {err}")

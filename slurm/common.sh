@@ -191,6 +191,31 @@ container_args() {
   )
 }
 
+# GRES_ARGS (array): the GPUs every step asks for. A step of an --exclusive job gets none of
+# the GPUs the job holds implicitly, so on clusters that schedule GPUs as GRES (with device
+# cgroups) each step must ask: STEP_GRES=auto (default) passes --gres=gpu:GPUS_PER_NODE when
+# sinfo reports GPU GRES for the job's partition, none passes nothing, and any other value
+# is passed as it is (--gres=gpu:h100:8). Steps overlap (--overlap), so they share the GPUs.
+step_gres() {
+  local mode=${STEP_GRES:-auto} reported=""
+  GRES_ARGS=()
+  case "$mode" in
+    none) ;;
+    auto)
+      if command -v sinfo >/dev/null 2>&1; then
+        reported=$(sinfo -h -o %G ${SLURM_JOB_PARTITION:+-p "$SLURM_JOB_PARTITION"} 2>/dev/null || true)
+      fi
+      if grep -q 'gpu' <<<"$reported"; then
+        GRES_ARGS=(--gres="gpu:$GPUS_PER_NODE")
+        log "GPU GRES on this partition ($(echo "$reported" | sort -u | tr '\n' ' ')): steps ask for ${GRES_ARGS[*]}"
+      else
+        log "no GPU GRES reported by sinfo: steps ask for no --gres (STEP_GRES=gpu:N to force)"
+      fi
+      ;;
+    *) GRES_ARGS=(--gres="$mode") ;;
+  esac
+}
+
 # srun of one task on one node, in the container named $2 (named per job and restart, so no
 # state leaks between jobs).
 # shellcheck disable=SC2206  # EXTRA_SRUN_ARGS is a list of words on purpose
@@ -198,7 +223,8 @@ container_srun() {
   local node=$1 name=$2 logfile=$3
   shift 3
   local extra=(${EXTRA_SRUN_ARGS:-})
-  SRUN=(srun --overlap --nodes=1 --ntasks=1 -w "$node" "${extra[@]}" "${CONTAINER_ARGS[@]}"
+  SRUN=(srun --overlap --nodes=1 --ntasks=1 -w "$node" "${GRES_ARGS[@]}" "${extra[@]}"
+    "${CONTAINER_ARGS[@]}"
     --container-name="$name" --output="$logfile")
 }
 
@@ -229,7 +255,10 @@ run_plan() {
     log "dry run: the plan runs here, with ${DARLING_PYTHON:-python3}"
     local python
     read -r -a python <<<"${DARLING_PYTHON:-python3}"
-    (cd "$DARLING_ROOT" && "${python[@]}" "${plan[@]:1}") || die "memory plan failed (above)"
+    (cd "$DARLING_ROOT" && "${python[@]}" "${plan[@]:1}") ||
+      die "memory plan failed (above). A dry run runs it here with" \
+        "DARLING_PYTHON=${DARLING_PYTHON:-python3}, which needs darling-nemo's dependencies:" \
+        "DARLING_PYTHON='uv run python' in a checkout"
   else
     print_cmd "${SRUN[@]}" "${plan[@]}"
     "${SRUN[@]}" "${plan[@]}" || die "memory plan failed: $(tail -n 5 "$LOG_DIR/plan.log")"
@@ -348,6 +377,7 @@ common_setup() {
   [[ -n "${HF_HOME:-}" ]] && export HF_HOME
   export RAY_USAGE_STATS_ENABLED=0 PYTHONUNBUFFERED=1
   container_args
+  step_gres
   ulimit -Sn 65535 2>/dev/null || true
 }
 

@@ -42,6 +42,10 @@ GRADING_CASES = [
     ("\\frac{1}{9}", "The ratio is $\\frac{1}{9}$.", True),  # no box: last LaTeX expression
     ("\\dfrac{3}{4}", "\\boxed{\\frac34}", True),  # \dfrac and the brace-less \frac34
     ("\\frac{1}{9}", "\\boxed{0.111}", False),  # a rounded decimal is not 1/9
+    # Several boxes: the last is the answer (math-verify alone reads {3, 5} and fails both).
+    ("5", "First \\boxed{3}, wait, actually \\boxed{5}", True),
+    ("3", "First \\boxed{3}, wait, actually \\boxed{5}", False),
+    ("\\frac{1}{2}", "\\boxed{2} no: \\boxed{\\frac{1}{2}} (\\{1\\} aside)", True),
     ("\\frac{\\sqrt{13}}{2}", "\\boxed{\\sqrt{13}/2}", True),
     ("2^{99}", "\\boxed{2^{99}}", True),
     ("2^{99}", "\\boxed{633825300114114700748351602688}", True),  # the same integer
@@ -281,8 +285,12 @@ def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, monkeypatch, c
     assert "8 of 8 problems already done" in third
     assert json.loads((out / "summary.json").read_text()) == summary
 
-    # Changing what the samples depend on is refused, not silently mixed.
-    with pytest.raises(ConfigError, match=r"sampling: .*new output_dir"):
+    # Changing what the samples depend on is refused, not silently mixed; the message names
+    # the key path and its two values, without a traceback.
+    with pytest.raises(
+        SystemExit,
+        match=r"^error: .*\(sampling\.temperature: 0\.6 -> 1\.0\)\. Use a new output_dir",
+    ):
         run_recipe_here(
             "eval_math.py",
             *args,

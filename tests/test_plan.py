@@ -417,10 +417,13 @@ def test_nemo_rl_70b_numbers():
 @pytest.mark.parametrize("name", ["grpo_math_8B_megatron.yaml", "grpo_math_70B_megatron.yaml"])
 def test_real_nemo_rl_example_files_fit_80gb(name):
     """Reads NeMo-RL's own YAML (defaults chain and ${mul:} included) from a checkout."""
-    root = os.environ.get("NEMO_RL_DIR")
-    if not root:
-        pytest.skip("set NEMO_RL_DIR to a NeMo-RL v0.4.0 checkout")
-    cfg = load_config(Path(root) / "examples" / "configs" / name)
+    nemo_rl = pytest.importorskip("nemo_rl")
+    # A source checkout on PYTHONPATH has examples/ beside the package; NEMO_RL_DIR names
+    # one otherwise (an installed wheel ships no examples).
+    root = Path(os.environ.get("NEMO_RL_DIR") or Path(nemo_rl.__file__).resolve().parents[1])
+    if not (root / "examples" / "configs").is_dir():
+        pytest.skip(f"no examples/configs under {root}: set NEMO_RL_DIR to a v0.4.0 checkout")
+    cfg = load_config(root / "examples" / "configs" / name)
     fits, tight = plan.make_plan(cfg, H100).verdict()
     assert fits and not tight
 

@@ -65,6 +65,12 @@ FAKE_SQUEUE = """#!/usr/bin/env bash
 echo "${FAKE_TIME_LEFT:-UNLIMITED}"
 """
 
+# sinfo -h -o %G [-p PARTITION]: the partition's GRES ("(null)": none), and what it was asked.
+FAKE_SINFO = """#!/usr/bin/env bash
+echo "sinfo $*" >>"$FAKE_LOG.sinfo"
+echo "${FAKE_GRES:-(null)}"
+"""
+
 FAIL_SRUN = """#!/usr/bin/env bash
 echo "srun called in a dry run: $*" >&2
 exit 99
@@ -80,6 +86,7 @@ def cluster(tmp_path):
         ("scontrol", FAKE_SCONTROL),
         ("getent", FAKE_GETENT),
         ("squeue", FAKE_SQUEUE),
+        ("sinfo", FAKE_SINFO),
         ("srun", FAIL_SRUN),
     ]:
         (bin_dir / name).write_text(text)
@@ -224,6 +231,36 @@ def driver_overrides(cmd: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Dry runs
 # ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reported", "step_gres", "expected"),
+    [
+        # The partition schedules GPUs as GRES: every step asks for the node's 8.
+        ("gpu:h100:8(S:0-1)\ngpu:h100:8(S:0-1)", None, "gpu:8"),
+        # No GRES on the partition: no --gres (an unknown GRES would make srun fail).
+        ("(null)", None, None),
+        # The site says: never, or exactly this.
+        ("gpu:8", "none", None),
+        ("(null)", "gpu:h100:4", "gpu:h100:4"),
+    ],
+    ids=["gres", "no_gres", "forced_off", "forced_spec"],
+)
+def test_every_step_asks_for_the_gpus_when_the_partition_has_gpu_gres(
+    cluster, reported, step_gres, expected
+):
+    extra = {"FAKE_GRES": reported, "SLURM_JOB_PARTITION": "batch"}
+    if step_gres:
+        extra["STEP_GRES"] = step_gres
+    env = cluster.job("llama8b_wildchat.sub", nodes=3, **extra)
+    res = cluster.run("llama8b_wildchat.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    sruns = [srun_parts(a)[0] for a in commands(res.stdout) if a[0] == "srun"]
+    assert len(sruns) == 6  # plan, classifiers, Ray head + 1 worker, ray status, driver
+    assert [opts.get("gres") for opts in sruns] == [expected] * 6
+    if step_gres is None:  # auto asked sinfo about the job's partition
+        asked = (cluster.path / "fake.log.sinfo").read_text().split()
+        assert asked[asked.index("-p") + 1] == "batch" and "%G" in asked
 
 
 def test_llama70b_dry_run_composes_the_whole_job(cluster):

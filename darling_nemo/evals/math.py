@@ -130,6 +130,19 @@ def load_problems(bench: MathBenchmark, max_problems: int | None = None) -> list
 # ---------------------------------------------------------------------------------------------
 
 
+def last_boxed(text: str) -> str | None:
+    """The content of the last \\boxed{...} in `text` (braces balanced), or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed")
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i + 1 : j]
+    return None  # unclosed: let math-verify read the whole text
+
+
 def grade_response(response: str, answer: str, timeout_s: int = 5) -> tuple[str | None, bool]:
     """(what math-verify read as the final answer, whether it equals the reference).
 
@@ -142,8 +155,13 @@ def grade_response(response: str, answer: str, timeout_s: int = 5) -> tuple[str 
     gold = parse(
         "\\boxed{" + answer + "}", [LatexExtractionConfig()], parsing_timeout=timeout_s
     ) or parse(answer, [LatexExtractionConfig(), ExprExtractionConfig()], parsing_timeout=timeout_s)
+    # math-verify alone reads every \boxed{} of a response as one set ("\boxed{3} ... no,
+    # \boxed{5}" -> {3, 5}, wrong for both): keep only the last one, the final answer.
+    boxed = last_boxed(response)
     pred = parse(
-        response, [LatexExtractionConfig(), ExprExtractionConfig()], parsing_timeout=timeout_s
+        response if boxed is None else "\\boxed{" + boxed + "}",
+        [LatexExtractionConfig(), ExprExtractionConfig()],
+        parsing_timeout=timeout_s,
     )
     if not pred:
         return None, False

@@ -94,6 +94,17 @@ def write_json(path: str | Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def _key_paths(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"sampling": {"temperature": 0.6}} -> {"sampling.temperature": 0.6}."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            flat.update(_key_paths(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def check_resume(output_dir: str | Path, stage: str, settings: dict[str, Any]) -> None:
     """Refuse to resume into an output_dir written with different result-changing settings.
 
@@ -104,7 +115,7 @@ def check_resume(output_dir: str | Path, stage: str, settings: dict[str, Any]) -
     stored = json.loads(path.read_text()) if path.exists() else {}
     settings = json.loads(json.dumps(settings))  # tuples -> lists, as they come back
     if stage in stored:
-        before = stored[stage]
+        before, settings = _key_paths(stored[stage]), _key_paths(settings)
         changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
         if changed:
             details = "; ".join(f"{k}: {before.get(k)!r} -> {settings.get(k)!r}" for k in changed)
