@@ -193,6 +193,7 @@ def partition_groups(
         probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in wave]))
         if len(probs) != len(wave):
             raise ValueError(f"judge returned {len(probs)} probabilities for {len(wave)} pairs")
+        check_finite(probs, "judge probabilities")  # NaN > threshold is False: not silent
         for (g, i, j), p in zip(wave, probs, strict=True):
             judged[g] += 1
             if float(p) > threshold:

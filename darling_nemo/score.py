@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from darling_nemo.config import apply_overrides, load_config
 from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
-from darling_nemo.judges import make_judge
+from darling_nemo.judges import JudgeError, make_judge
 from darling_nemo.schema import ConfigError, DarlingConfig, validate_darling
 
 GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call carries many pairs
@@ -128,6 +128,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     except (ConfigError, ValueError, FileNotFoundError) as err:
         print(f"darling-score: {err}", file=sys.stderr)
         return 2
+    except JudgeError as err:  # the classifier servers or the Ray pool gave up
+        print(f"darling-score: judge failed: {err}", file=sys.stderr)
+        return 1
     out = args.output.open("w") if args.output else (stdout or sys.stdout)
     try:
         for row in scored:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,21 @@ def test_console_script_runs_as_a_process(tmp_path):
     (row,) = [json.loads(x) for x in out.read_text().splitlines()]
     # "yes" vs "no": different short answers -> 2 classes, d = [1, 1]; reward [1, 0]; adv ±0.5.
     assert row["advantage"] == pytest.approx([0.5, -0.5])
+
+
+def test_an_unreachable_classifier_server_is_one_clear_error(tmp_path, capsys):
+    with socket.socket() as sock:  # a port nothing listens on: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    long_answers = [
+        "Two plus two makes four, since adding two more to two gives four.",
+        "Counting up from two by two steps lands on four, so the sum is four.",
+    ]
+    src = write_jsonl(tmp_path / "g.jsonl", [{"responses": long_answers, "quality": [1, 1]}])
+    out = tmp_path / "out.jsonl"
+    argv = [str(src), "-o", str(out), "--judge", "served"]
+    argv += ["--judge-set", f"endpoints=[http://127.0.0.1:{port}]", "--judge-set", "max_attempts=1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("darling-score: judge failed:") and f"127.0.0.1:{port}" in err
+    assert "Traceback" not in err and not out.exists()

@@ -15,6 +15,10 @@ from darling_nemo.core import PairJudge
 from darling_nemo.schema import JudgeConfig
 
 
+class JudgeError(RuntimeError):
+    """A remote judge (classifier servers, a Ray pool) gave up; the message says why."""
+
+
 def make_judge(cfg: JudgeConfig) -> PairJudge | None:
     """The judge a config asks for; None for the lexical rules alone (no model)."""
     if cfg.kind == "lexical":

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from darling_nemo.judges import JudgeError
 from darling_nemo.schema import CrossEncoderJudgeConfig, RayPoolJudgeConfig
 
 TASKS_QUEUED_PER_ACTOR = 2
@@ -28,7 +29,7 @@ REST_BASE_S = 1.0  # an actor that failed rests 1, 2, 4, ... s (Ray is restartin
 REST_MAX_S = 30.0
 
 
-class RayPoolJudgeError(RuntimeError):
+class RayPoolJudgeError(JudgeError):
     """The actor pool could not judge a call's pairs."""
 
 

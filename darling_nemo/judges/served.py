@@ -34,6 +34,7 @@ from typing import Any
 import aiohttp
 
 from darling_nemo.core import PairJudge
+from darling_nemo.judges import JudgeError
 from darling_nemo.judges.templates import PairFormatter
 from darling_nemo.schema import ServedJudgeConfig
 
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 8.0
 
 
-class ServedJudgeError(RuntimeError):
+class ServedJudgeError(JudgeError):
     """The classifier servers could not judge a call's pairs (and no fallback is set)."""
 
 
