@@ -42,12 +42,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.judges import make_judge
-from darling_nemo.metrics import distinct_correct_per_group
+from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
 from darling_nemo.schema import ConfigError, DarlingConfig, validate_nemo_rl_config
 
 NEMO_RL_VERSION = "0.4.0"
@@ -82,31 +81,6 @@ def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[in
 # ---------------------------------------------------------------------------------------------
 
 
-class TimedJudge:
-    """A PairJudge that counts its calls, pairs, seconds and raised errors.
-
-    A judge's own numeric `stats` (ServedJudge: requests, failed_requests, pairs,
-    fallback_pairs) are read too and logged as judge_<name> per step.
-    """
-
-    def __init__(self, judge: PairJudge) -> None:
-        self.judge = judge
-        self.calls = self.pairs = self.errors = 0
-        self.seconds = 0.0
-
-    def __call__(self, pairs: Sequence[tuple[str, str]]) -> Sequence[float]:
-        start = time.perf_counter()
-        self.calls += 1
-        self.pairs += len(pairs)
-        try:
-            return self.judge(pairs)
-        except Exception:
-            self.errors += 1
-            raise
-        finally:
-            self.seconds += time.perf_counter() - start
-
-
 class DarlingRewardTransform:
     """Rewrites a rollout batch's `total_reward` in place and accumulates step metrics.
 
@@ -121,23 +95,9 @@ class DarlingRewardTransform:
         self._reset()
 
     def _reset(self) -> None:
-        self._quality: list[np.ndarray] = []
-        self._diversity: list[np.ndarray] = []
-        self._reward: list[np.ndarray] = []
-        self._advantage: list[np.ndarray] = []
-        self._num_classes: list[int] = []
-        self._distinct_correct: list[int] = []
-        self._group_sizes: list[int] = []
-        self._pairs_judged = self._pairs_total = 0
+        self._batches: list[tuple[DarlingBatch, list[tuple[int, ...]]]] = []
         self._seconds = 0.0
-        self._judge_before = self._judge_snapshot()
-
-    def _judge_snapshot(self) -> tuple[int, int, float, dict[str, float]]:
-        if self.judge is None:
-            return (0, 0, 0.0, {})
-        stats = getattr(self.judge.judge, "stats", None)
-        own = {k: float(v) for k, v in stats.items()} if isinstance(stats, dict) else {}
-        return (self.judge.calls, self.judge.errors, self.judge.seconds, own)
+        self._judge_before = judge_usage(self.judge)
 
     def apply(self, batch: Any) -> DarlingBatch:
         """batch: NeMo-RL's BatchedDataDict (or any mapping) after rewards are computed.
@@ -163,66 +123,22 @@ class DarlingRewardTransform:
         batch["total_reward"] = torch.as_tensor(result.reward, dtype=rewards.dtype).to(
             rewards.device
         )
-
-        self._quality.append(result.quality)
-        self._diversity.append(result.diversity)
-        self._reward.append(result.reward)
-        self._advantage.append(result.advantage)
-        self._num_classes.extend(result.num_classes)
-        self._distinct_correct.extend(
-            distinct_correct_per_group(result.class_ids, result.quality, prompts)
-        )
-        self._group_sizes.extend(result.group_sizes)
-        self._pairs_judged += result.pairs_judged
-        self._pairs_total += result.pairs_total
+        self._batches.append((result, list(prompts)))
         self._seconds += time.perf_counter() - start
         return result
 
     def pop_metrics(self) -> dict[str, float]:
-        """Scalars since the last call (empty if apply never ran), then reset.
-
-        Names shared with the TRL engine (trl_engine.darling_metrics): quality_mean,
-        correct_fraction (quality > 0), diversity_mean, reward_mean, advantage_abs_mean
-        (DARLING's advantage, the one NeMo-RL trains on when the config is consistent),
-        classes_per_group (mean), distinct_correct_per_group, pairs_judged_fraction. Also:
-        classes_per_group_hist/<k> (share of groups with k classes), collapsed_group_share
-        (groups of >= 2 responses forming one class), num_groups, pairs_judged, pairs_total,
-        judge_calls, judge_seconds, judge_errors, transform_seconds (the whole hook).
-        """
-        if not self._quality:
+        """`metrics.darling_step_metrics` of the batches since the last call (the names the
+        TRL engine logs too; advantage_abs_mean is DARLING's advantage, the one NeMo-RL
+        trains on when the config is consistent), then reset; empty if apply never ran."""
+        if not self._batches:
             return {}
-        quality = np.concatenate(self._quality)
-        out = {
-            "quality_mean": float(quality.mean()),
-            "correct_fraction": float((quality > 0).mean()),
-            "diversity_mean": float(np.concatenate(self._diversity).mean()),
-            "reward_mean": float(np.concatenate(self._reward).mean()),
-            "advantage_abs_mean": float(np.abs(np.concatenate(self._advantage)).mean()),
-            "distinct_correct_per_group": float(np.mean(self._distinct_correct)),
-            "num_groups": float(len(self._group_sizes)),
-            "pairs_judged": float(self._pairs_judged),
-            "pairs_total": float(self._pairs_total),
-            "pairs_judged_fraction": self._pairs_judged / self._pairs_total
-            if self._pairs_total
-            else 0.0,
-            "transform_seconds": self._seconds,
-        }
-        if self.settings.diversity == "semantic":
-            classes = np.asarray(self._num_classes)
-            sizes = np.asarray(self._group_sizes)
-            out["classes_per_group"] = float(classes.mean())
-            for k in range(1, int(sizes.max()) + 1):
-                out[f"classes_per_group_hist/{k}"] = float((classes == k).mean())
-            multi = sizes >= 2
-            out["collapsed_group_share"] = (
-                float((classes[multi] == 1).mean()) if multi.any() else 0.0
-            )
-        calls, errors, seconds, own = self._judge_snapshot()
-        out["judge_calls"] = float(calls - self._judge_before[0])
-        out["judge_errors"] = float(errors - self._judge_before[1])
-        out["judge_seconds"] = seconds - self._judge_before[2]
-        for key, value in own.items():
-            out[f"judge_{key}"] = value - self._judge_before[3].get(key, 0.0)
+        out = darling_step_metrics(
+            self._batches,
+            semantic=self.settings.diversity == "semantic",
+            seconds=self._seconds,
+            judge=usage_since(self._judge_before, judge_usage(self.judge)),
+        )
         self._reset()
         return out
 

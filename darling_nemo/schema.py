@@ -246,7 +246,15 @@ class ClassifierServersConfig(Strict):
 
 
 class ClassifierTrainConfig(Strict):
-    """`recipes/train_classifier.py`: fine-tune a cross-encoder on labelled pairs (JSONL)."""
+    """`recipes/train_classifier.py`: fine-tune a pair judge on labelled pairs (JSONL).
+
+    mode cross_encoder: a sequence classifier on `a SEP b` (the cross_encoder judge).
+    mode bi_encoder: fine-tune a sentence-transformers model with a contrastive loss on the
+    cosine of the two embeddings; threshold calibrated on the training part (the embedding
+    judge). template and truncation apply to the cross-encoder only.
+    """
+
+    mode: Literal["cross_encoder", "bi_encoder"] = "cross_encoder"
 
     # data: one JSON object per line; relative paths are read from the repository root
     data: str = "../shared/data/noveltybench_similarity_train.jsonl"
@@ -270,6 +278,8 @@ class ClassifierTrainConfig(Strict):
     weight_decay: float = Field(0.01, ge=0.0)
     both_orders: bool = True  # train on (a, b) and (b, a): the judge sees one order
     class_weighting: bool = True  # inverse class frequency in the loss
+    # bi_encoder: loss y (1 - cos)^2 + (1 - y) max(0, cos - margin)^2 (both orders give one cos)
+    contrastive_margin: float = Field(0.5, ge=-1.0, le=1.0)
     seed: int = 0
     device: str = "auto"  # auto: cuda if available, else cpu
     num_threads: int | None = Field(None, ge=1)  # torch CPU threads; None: torch's default

@@ -11,7 +11,8 @@ subtraction leaves them unchanged: the advantage the policy sees is exactly the 
 for every `darling:` setting, and the DARLING math lives only in core.py. (Handing TRL the
 fused reward q * Norm(d) instead gives the same result only for the default mean baseline
 without std normalisation.) Consequently TRL's own `reward` log column is ~0; the real
-quantities are logged as `darling/*` (see `darling_metrics`).
+quantities are logged as `darling/*` (`metrics.darling_step_metrics`, the names NeMo-RL
+runs log too).
 
 Loss: `loss_type: bnpo` averages the per-token loss over all tokens of a micro-batch and
 divides by the gradient-accumulation steps, which is verl's "token-mean" as the reference
@@ -30,7 +31,8 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,12 @@ import yaml
 from darling_nemo.config import save_config
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.jsonl import read_jsonl
-from darling_nemo.metrics import distinct_correct_per_group
+from darling_nemo.metrics import (
+    TimedJudge,
+    darling_step_metrics,
+    judge_usage,
+    usage_since,
+)
 from darling_nemo.mini.evaluate import QualityFn, evaluate
 from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.schema import (
@@ -83,28 +90,6 @@ def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
 def conversational(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows whose "prompt" is one user message, so TRL renders the policy's chat template."""
     return [{**row, "prompt": [{"role": "user", "content": row["prompt"]}]} for row in rows]
-
-
-def darling_metrics(batch: DarlingBatch, group_ids: Sequence[Hashable]) -> dict[str, float]:
-    """Scalar metrics of one DARLING batch, logged under `darling/` by both engines' loggers.
-
-    distinct_correct_per_group: see `metrics.distinct_correct_per_group` (with `diversity:
-    ngram` there are no classes and it counts correct responses).
-    """
-    correct = batch.quality > 0
-    distinct_correct = distinct_correct_per_group(batch.class_ids, batch.quality, group_ids)
-    return {
-        "darling/quality_mean": float(batch.quality.mean()),
-        "darling/correct_fraction": float(correct.mean()),
-        "darling/diversity_mean": float(batch.diversity.mean()),
-        "darling/reward_mean": float(batch.reward.mean()),
-        "darling/advantage_abs_mean": float(np.abs(batch.advantage).mean()),
-        "darling/classes_per_group": float(np.mean(batch.num_classes)),
-        "darling/distinct_correct_per_group": float(np.mean(distinct_correct)),
-        "darling/pairs_judged_fraction": batch.pairs_judged / batch.pairs_total
-        if batch.pairs_total
-        else 0.0,
-    }
 
 
 class DarlingReward:
@@ -156,7 +141,7 @@ class DarlingReward:
         self.darling = darling
         self.settings = darling.settings()
         self.group_size = group_size
-        self.judge = judge
+        self.judge = TimedJudge(judge) if judge is not None else None
         self.last_batch: DarlingBatch | None = None
         self.last_metrics: dict[str, float] = {}
         self._warned_no_log_metric = False
@@ -210,12 +195,18 @@ class DarlingReward:
         self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
     ) -> list[float]:
         quality = self.quality(prompts, completions, **kwargs)
-        texts = [completion_text(c) for c in completions]
         started = time.perf_counter()
+        judge_before = judge_usage(self.judge)
+        texts = [completion_text(c) for c in completions]
         group_ids = self.group_ids(prompts)
         batch = darling_batch(texts, quality, group_ids, self.judge, self.settings)
-        metrics = darling_metrics(batch, group_ids)
-        metrics["darling/seconds"] = time.perf_counter() - started
+        step_metrics = darling_step_metrics(
+            [(batch, group_ids)],
+            semantic=self.settings.diversity == "semantic",
+            seconds=time.perf_counter() - started,
+            judge=usage_since(judge_before, judge_usage(self.judge)),
+        )
+        metrics = {f"darling/{name}": value for name, value in step_metrics.items()}
         self.last_batch, self.last_metrics = batch, metrics
         log_metric = kwargs.get("log_metric")  # recent TRL (1.16 does) passes it
         if log_metric is not None:
@@ -774,6 +765,50 @@ def check_resume_config(run_cfg: TrlRunConfig) -> None:
         )
 
 
+def check_wandb_installed(run_cfg: TrlRunConfig) -> None:
+    """Refuse logging.report_to: [wandb] without wandb, before the run directory is written."""
+    if "wandb" not in run_cfg.logging.report_to:
+        return
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "logging.report_to includes wandb, but wandb is not installed: "
+            "uv sync --extra trl (or pip install 'wandb>=0.21'), or drop wandb from "
+            "logging.report_to"
+        ) from None
+
+
+@contextmanager
+def wandb_run_environment(run_cfg: TrlRunConfig, output_dir: Path) -> Iterator[None]:
+    """With logging.report_to: [wandb], TRL's WandbCallback logs to a run made from
+    WANDB_MODE / WANDB_PROJECT / WANDB_DIR: set from `logging` (and WANDB_DIR = output_dir)
+    for this run unless already in the environment, and restored afterwards. The wandb run
+    is finished at the end (flushing an offline run's file), so another run in the same
+    process starts its own wandb run instead of logging into this one."""
+    if "wandb" not in run_cfg.logging.report_to:
+        yield
+        return
+    settings = {
+        "WANDB_MODE": run_cfg.logging.wandb_mode,
+        "WANDB_PROJECT": run_cfg.logging.wandb_project,
+        "WANDB_DIR": str(output_dir),
+    }
+    added = [name for name in settings if name not in os.environ]
+    os.environ.update({name: settings[name] for name in added})
+    exit_code = 1  # a run that raised is marked failed in wandb
+    try:
+        yield
+        exit_code = 0
+    finally:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish(exit_code=exit_code)
+        for name in added:
+            os.environ.pop(name, None)
+
+
 def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     """Train with TRL's GRPOTrainer and DARLING rewards; return the final metrics.
 
@@ -789,14 +824,9 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     too); a policy without one (the tiny policies, most base models) gets the plain text.
     """
     run_cfg = validate_run_config(cfg)
-    import torch
-    from datasets import Dataset
-    from transformers import set_seed
-    from trl import GRPOTrainer
-
+    check_wandb_installed(run_cfg)
     output_dir = Path(run_cfg.output_dir)
     final_path = output_dir / "final_metrics.json"
-    history_path = output_dir / "eval_history.jsonl"
     check_resume_config(run_cfg)
     if run_cfg.resume and final_path.is_file():
         final = json.loads(final_path.read_text())
@@ -804,11 +834,19 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
             return final
     output_dir.mkdir(parents=True, exist_ok=True)
     save_config(run_cfg.model_dump(mode="json"), output_dir / "config.yaml")
-    if "wandb" in run_cfg.logging.report_to:
-        os.environ.setdefault("WANDB_MODE", run_cfg.logging.wandb_mode)
-        os.environ.setdefault("WANDB_PROJECT", run_cfg.logging.wandb_project)
-        os.environ.setdefault("WANDB_DIR", str(output_dir))
+    with wandb_run_environment(run_cfg, output_dir):
+        return train(run_cfg, output_dir)
 
+
+def train(run_cfg: TrlRunConfig, output_dir: Path) -> dict[str, Any]:
+    """The body of `run`, once the run directory is checked and holds config.yaml."""
+    import torch
+    from datasets import Dataset
+    from transformers import set_seed
+    from trl import GRPOTrainer
+
+    final_path = output_dir / "final_metrics.json"
+    history_path = output_dir / "eval_history.jsonl"
     if run_cfg.torch_threads is not None:
         torch.set_num_threads(run_cfg.torch_threads)
     set_seed(run_cfg.seed)

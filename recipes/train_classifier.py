@@ -1,22 +1,30 @@
-"""Fine-tune a cross-encoder pair classifier (P(similar)) on human-labelled pairs.
+"""Fine-tune a pair judge (P(similar)) on human-labelled pairs: a cross-encoder, or a bi-encoder.
 
     uv run recipes/train_classifier.py --config conf/classifier/minilm_noveltybench.yaml \
         output_dir=/tmp/darling-clf
     # then: darling-score groups.jsonl --judge cross_encoder \
     #     --judge-set model=/tmp/darling-clf --judge-set truncation=tokens \
     #     --judge-set threshold=<the calibrated threshold it prints>
+    uv run recipes/train_classifier.py --config conf/classifier/minilm_biencoder_noveltybench.yaml \
+        output_dir=/tmp/darling-emb
+    # then: --judge embedding --judge-set model=/tmp/darling-emb --judge-set threshold=<printed>
 
 Reads top to bottom: config -> data and held-out split -> model -> training (progress bar,
 resumable checkpoints every `checkpoint_every_steps`) -> evaluation on the held-out split
-(accuracy at 0.5, the threshold calibrated on that split, and a cross-fitted accuracy that
-never scores a pair with a threshold calibrated on it) -> the embedding-cosine baseline on
-the same split -> a Hugging Face checkpoint that the cross_encoder judge, the
-classify_server and `vllm serve --task classify` load, with `darling_classifier.json`
-(template, truncation, calibrated threshold, metrics) and `split.json` (held-out lines).
+-> the embedding-cosine baseline on the same split -> a checkpoint a judge loads, with
+`darling_classifier.json` (the judge settings, calibrated threshold, metrics) and
+`split.json` (held-out lines).
 
-Inputs are built exactly as the judges build them (`PairFormatter`: `CLS a SEP b SEP`,
-tokenized with the tokenizer's own special tokens, as vLLM does), so the checkpoint sees at
-inference the input it was trained on. Settings: `ClassifierTrainConfig` in schema.py.
+mode cross_encoder: a sequence classifier on `CLS a SEP b SEP`, built exactly as the judges
+build it (`PairFormatter`, the tokenizer's own special tokens, as vLLM does), so the
+checkpoint sees at inference the input it was trained on; loaded by the cross_encoder judge,
+the classify_server and `vllm serve --task classify`. Its threshold is calibrated on the
+held-out split (reported with a cross-fitted accuracy that never scores a pair with a
+threshold calibrated on it).
+mode bi_encoder: fine-tunes the embedding judge's sentence-transformers model with a
+contrastive loss on cos(embed(a), embed(b)); the threshold is calibrated on the training
+part only, so the held-out accuracy at it is an honest estimate. Loaded by the embedding
+judge. Settings: `ClassifierTrainConfig` in schema.py.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import math
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from a checkout
 
 from darling_nemo.config import apply_overrides, load_config  # noqa: E402
+from darling_nemo.judges.cross_encoder import sequence_logits  # noqa: E402
 from darling_nemo.judges.pairdata import (  # noqa: E402
     accuracy,
     calibrate_threshold,
@@ -95,20 +105,59 @@ def predict(model, tokenizer, ids: list[list[int]], batch_size: int, desc: str) 
     order = sorted(range(len(ids)), key=lambda k: len(ids[k]))
     for start in tqdm(range(0, len(order), batch_size), desc=desc, leave=False):
         rows = order[start : start + batch_size]
-        logits = model(**pad(tokenizer, [ids[k] for k in rows], model.device)).logits
+        logits = sequence_logits(model, pad(tokenizer, [ids[k] for k in rows], model.device))
         out[rows] = torch.softmax(logits.float(), dim=-1)[:, -1].cpu().numpy()
     return out
 
 
-def save_atomically(model, tokenizer, state: dict, target: Path) -> None:
-    """Write a checkpoint next to `target`, then swap it in (a kill never leaves half)."""
+def save_atomically(save_model: Callable[[str], None], state: dict, target: Path) -> None:
+    """Write a checkpoint to `target.tmp`, move the old one aside to `target.old`, swap the
+    new one in, then delete the old: at every instant one complete checkpoint exists on
+    disk, which `recover_checkpoint` puts back in place after a kill."""
     tmp = target.with_name(target.name + ".tmp")
+    aside = target.with_name(target.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
+    save_model(str(tmp))
     torch.save(state, tmp / "training_state.pt")
-    shutil.rmtree(target, ignore_errors=True)
+    if target.exists():
+        shutil.rmtree(aside, ignore_errors=True)
+        target.rename(aside)
     tmp.rename(target)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def recover_checkpoint(target: Path) -> None:
+    """Finish a swap that a kill interrupted: with no `target` but a `target.old`, the old
+    checkpoint goes back (the half-swapped `.tmp` is rewritten by the next save)."""
+    aside = target.with_name(target.name + ".old")
+    if aside.exists() and not (target / "training_state.pt").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        aside.rename(target)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+# Keys a resumed run may change: they do not touch the weights of the steps already taken
+# (max_steps extends or shortens a run; the learning-rate schedule follows the new length).
+RESUMABLE_CHANGES = {
+    "max_steps", "device", "num_threads", "eval_batch_size", "embedding_baseline",
+    "output_dir", "checkpoint_every_steps", "resume",
+}  # fmt: skip
+
+
+def config_changes(saved: dict, cfg: ClassifierTrainConfig) -> list[str]:
+    """`key: saved -> now` for each training setting that differs from the checkpoint's."""
+    now = cfg.model_dump(mode="json")
+    return [
+        f"{key}: {saved.get(key)!r} -> {now[key]!r}"
+        for key in now
+        if key not in RESUMABLE_CHANGES and saved.get(key) != now[key]
+    ]
+
+
+def contrastive_loss(cos: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
+    """Per pair: similar pairs pulled to cosine 1, different ones pushed below `margin`."""
+    labels = labels.float()
+    return labels * (1 - cos) ** 2 + (1 - labels) * torch.clamp(cos - margin, min=0) ** 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,14 +170,27 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from darling_nemo.judges.cross_encoder import resolve_device
-    from darling_nemo.judges.embedding import shipped_minilm_path
+    from darling_nemo.judges.embedding import EmbeddingJudge, shipped_minilm_path
 
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     out_dir = in_repo(cfg.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     last = out_dir / "checkpoint-last"
+    recover_checkpoint(last)
     resuming = cfg.resume and (last / "training_state.pt").exists()
+    state = {}
+    if resuming:
+        state = torch.load(last / "training_state.pt", weights_only=False, map_location="cpu")
+        changed = config_changes(state["config"], cfg)
+        if changed:
+            print(
+                f"train_classifier: {last} was trained with other settings:\n  "
+                + "\n  ".join(changed)
+                + "\nuse the same settings, another output_dir, or resume=false",
+                file=sys.stderr,
+            )
+            return 2
     (out_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
 
     # -- 2. data and the held-out split -----------------------------------------------------
@@ -146,38 +208,72 @@ def main(argv: list[str] | None = None) -> int:
     # -- 3. model ---------------------------------------------------------------------------
     base = cfg.base_model or shipped_minilm_path()
     source = str(last) if resuming else base
-    torch.manual_seed(cfg.seed)  # the new classification head
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        source,
-        num_labels=2,
-        id2label={0: "different", 1: "similar"},
-        label2id={"different": 0, "similar": 1},
-    )
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if model.config.pad_token_id is None:
-        model.config.pad_token_id = tokenizer.pad_token_id
     device = resolve_device(cfg.device)
-    model.to(device)
-    formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
-    max_length = formatter.max_length
+    torch.manual_seed(cfg.seed)  # the new classification head
+    if cfg.mode == "cross_encoder":
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source,
+            num_labels=2,
+            id2label={0: "different", 1: "similar"},
+            label2id={"different": 0, "similar": 1},
+        )
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if model.config.pad_token_id is None:
+            model.config.pad_token_id = tokenizer.pad_token_id
+        model.to(device)
+        formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
+        max_length = formatter.max_length
+        inputs = f"{cfg.template} template, {cfg.truncation} truncation"
+
+        def save_model(path: str) -> None:
+            model.save_pretrained(path)
+            tokenizer.save_pretrained(path)
+
+    else:
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(source, device=str(device))
+        if cfg.max_length:
+            model.max_seq_length = cfg.max_length
+        max_length = model.max_seq_length
+        inputs = "each text embedded alone"
+        save_model = model.save
     print(
         f"model: {base} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters) "
-        f"on {device}, {cfg.template} template, {cfg.truncation} truncation, "
-        f"max {max_length} tokens"
+        f"as a {cfg.mode} on {device}, {inputs}, max {max_length} tokens"
     )
 
-    # -- 4. training examples ---------------------------------------------------------------
-    oriented = [((p.a, p.b), p.label) for p in train]
-    if cfg.both_orders:
-        oriented += [((p.b, p.a), p.label) for p in train]
-    train_ids = encode(tokenizer, formatter, [x for x, _ in oriented], max_length)
+    # -- 4. training examples and the loss --------------------------------------------------
+    if cfg.mode == "cross_encoder":
+        oriented = [((p.a, p.b), p.label) for p in train]
+        if cfg.both_orders:
+            oriented += [((p.b, p.a), p.label) for p in train]
+        train_ids = encode(tokenizer, formatter, [x for x, _ in oriented], max_length)
+    else:  # cos(a, b) = cos(b, a): one order is both orders
+        oriented = [((p.a, p.b), p.label) for p in train]
     train_labels = torch.tensor([y for _, y in oriented])
     counts = torch.bincount(train_labels, minlength=2).float()
     class_weight = (counts.sum() / (2 * counts)) if cfg.class_weighting else torch.ones(2)
-    loss_fn = torch.nn.CrossEntropyLoss(weight=class_weight.to(device))
-    steps_per_epoch = math.ceil(len(train_ids) / cfg.batch_size)
+    class_weight = class_weight.to(device)
+
+    def batch_loss(rows: list[int]) -> torch.Tensor:
+        labels = train_labels[rows].to(device)
+        if cfg.mode == "cross_encoder":
+            logits = sequence_logits(model, pad(tokenizer, [train_ids[k] for k in rows], device))
+            return torch.nn.functional.cross_entropy(logits.float(), labels, weight=class_weight)
+        texts = [t for k in rows for t in oriented[k][0]]  # a0 b0 a1 b1 ...
+        features = {
+            k: v.to(device) if torch.is_tensor(v) else v for k, v in model.tokenize(texts).items()
+        }
+        emb = model(features)["sentence_embedding"].float()
+        cos = torch.nn.functional.cosine_similarity(emb[0::2], emb[1::2])
+        weight = class_weight[labels]  # the weighted mean, as cross_entropy takes it
+        loss = contrastive_loss(cos, labels, cfg.contrastive_margin)
+        return (weight * loss).sum() / weight.sum()
+
+    steps_per_epoch = math.ceil(len(oriented) / cfg.batch_size)
     total_steps = cfg.max_steps or math.ceil(cfg.epochs * steps_per_epoch)
     warmup = int(cfg.warmup_fraction * total_steps)
 
@@ -201,11 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     step = 0
     if resuming:
-        state = torch.load(last / "training_state.pt", weights_only=False, map_location=device)
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
+        torch.set_rng_state(state["rng"])  # dropout continues as in an uninterrupted run
         step = state["step"]
-        torch.manual_seed(cfg.seed + step)  # dropout: a resumed run differs only in dropout
         print(f"resumed from {last} at step {step}")
 
     # -- 6. train ---------------------------------------------------------------------------
@@ -216,11 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     while step < total_steps:
         epoch, offset = divmod(step, steps_per_epoch)
         order = torch.randperm(
-            len(train_ids), generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch)
+            len(oriented), generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch)
         ).tolist()
-        rows = order[offset * cfg.batch_size : (offset + 1) * cfg.batch_size]
-        logits = model(**pad(tokenizer, [train_ids[k] for k in rows], device)).logits
-        loss = loss_fn(logits.float(), train_labels[rows].to(device))
+        loss = batch_loss(order[offset * cfg.batch_size : (offset + 1) * cfg.batch_size])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -234,35 +327,54 @@ def main(argv: list[str] | None = None) -> int:
             state = {
                 "optimizer": optimizer.state_dict(),
                 "schedule": schedule.state_dict(),
+                "rng": torch.get_rng_state(),
                 "step": step,
+                "config": cfg.model_dump(mode="json"),
             }
-            save_atomically(model, tokenizer, state, last)
+            save_atomically(save_model, state, last)
+            model.train()  # sentence-transformers' save leaves the model in eval mode
     bar.close()
     train_minutes = (time.monotonic() - started) / 60
 
-    # -- 7. evaluate on the held-out split --------------------------------------------------
+    # -- 7. save the judge's model, evaluate it on the held-out split -----------------------
+    save_model(str(out_dir))
     labels = [p.label for p in heldout]
-    heldout_ids = encode(tokenizer, formatter, [(p.a, p.b) for p in heldout], max_length)
-    probs = predict(model, tokenizer, heldout_ids, cfg.eval_batch_size, "held-out")
-    threshold, calibrated_acc = calibrate_threshold(probs, labels)
     metrics = {
         "heldout_pairs": len(heldout),
         "heldout_similar_share": float(np.mean(labels)),
         "majority_accuracy": float(max(np.mean(labels), 1 - np.mean(labels))),
-        "cross_encoder": {
+        "train_steps": step,
+        "train_minutes_this_run": round(train_minutes, 2),
+    }
+    if cfg.mode == "cross_encoder":
+        heldout_ids = encode(tokenizer, formatter, [(p.a, p.b) for p in heldout], max_length)
+        probs = predict(model, tokenizer, heldout_ids, cfg.eval_batch_size, "held-out")
+        threshold, calibrated_acc = calibrate_threshold(probs, labels)
+        metrics["cross_encoder"] = {
             "accuracy_at_0.5": accuracy(probs, labels, 0.5),
             "calibrated_threshold": threshold,
             "accuracy_at_calibrated_threshold": calibrated_acc,
             "accuracy_cross_fitted": cross_fitted_accuracy(probs, labels, seed=cfg.split_seed),
-        },
-        "train_steps": step,
-        "train_minutes_this_run": round(train_minutes, 2),
-    }
+        }
+    else:  # the saved model through the embedding judge: what a run will compute
+        tuned = EmbeddingJudge(
+            EmbeddingJudgeConfig(
+                model=str(out_dir), batch_size=cfg.eval_batch_size, device=cfg.device
+            )
+        )
+        train_cos = tuned([(p.a, p.b) for p in tqdm(train, desc="embed train", leave=False)])
+        cos = tuned([(p.a, p.b) for p in tqdm(heldout, desc="embed held-out", leave=False)])
+        threshold, train_acc = calibrate_threshold(train_cos, [p.label for p in train])
+        metrics["bi_encoder"] = {
+            "threshold_calibrated_on_train": threshold,
+            "accuracy_on_train": train_acc,
+            "accuracy_at_train_threshold": accuracy(cos, labels, threshold),
+            "accuracy_at_heldout_threshold": calibrate_threshold(cos, labels)[1],
+            "accuracy_cross_fitted": cross_fitted_accuracy(cos, labels, seed=cfg.split_seed),
+        }
 
     # -- 8. the embedding-cosine baseline on the same split ---------------------------------
     if cfg.embedding_baseline:
-        from darling_nemo.judges.embedding import EmbeddingJudge
-
         judge = EmbeddingJudge(EmbeddingJudgeConfig(device=cfg.device))
         train_cos = judge([(p.a, p.b) for p in train])
         cos = judge([(p.a, p.b) for p in heldout])
@@ -276,28 +388,27 @@ def main(argv: list[str] | None = None) -> int:
             "accuracy_cross_fitted": cross_fitted_accuracy(cos, labels, seed=cfg.split_seed),
         }
 
-    # -- 9. save the classifier -------------------------------------------------------------
-    model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
-    card = {
-        "judge": {
+    # -- 9. the judge card ------------------------------------------------------------------
+    if cfg.mode == "cross_encoder":
+        judge_settings = {
             "kind": "cross_encoder",
             "model": str(out_dir),
             "template": cfg.template,
             "truncation": cfg.truncation,
             "max_length": max_length,
             "threshold": threshold,
-        },
-        "base_model": base,
-        "metrics": metrics,
-    }
+        }
+    else:
+        judge_settings = {"kind": "embedding", "model": str(out_dir), "threshold": threshold}
+    card = {"judge": judge_settings, "base_model": base, "metrics": metrics}
     (out_dir / "darling_classifier.json").write_text(json.dumps(card, indent=2))
     print(json.dumps(metrics, indent=2))
-    print(
-        f"saved {out_dir}\njudge: --judge cross_encoder --judge-set model={out_dir} "
-        f"--judge-set template={cfg.template} --judge-set truncation={cfg.truncation} "
-        f"--judge-set threshold={threshold:.4f}"
+    flags = " ".join(
+        f"--judge-set {k}={v:.4f}" if isinstance(v, float) else f"--judge-set {k}={v}"
+        for k, v in judge_settings.items()
+        if k not in ("kind", "max_length")
     )
+    print(f"saved {out_dir}\njudge: --judge {judge_settings['kind']} {flags}")
     return 0
 
 

@@ -99,6 +99,17 @@ def servers(model_dir):
 
 
 @pytest.fixture(scope="module")
+def qwen3_append_pad(tmp_path_factory):
+    """A Qwen3 classifier whose tokenizer ends every input with its pad id, and its server."""
+    path = str(save_tiny_classifier(tmp_path_factory.mktemp("qwen3"), "qwen3", append_pad=True))
+    proc = start_server(path, "math_clf")
+    try:
+        yield {"model": path, "url": wait_ready(proc)}
+    finally:
+        stop_server(proc)
+
+
+@pytest.fixture(scope="module")
 def reference(model_dir):
     """The same checkpoint in-process: what every served answer must equal."""
     return make_judge(
@@ -192,6 +203,48 @@ def test_served_equals_in_process_and_spreads_the_load(servers, reference):
         assert judge([]) == []
 
 
+def test_in_process_equals_served_past_the_template_budget(servers, model_dir):
+    # max_length 32 < the model's 128: word truncation keeps (32 - 3) // 2 = 14 words each,
+    # so each input is 1 + 14 + 1 + 14 + 1 = 31 tokens + the tokenizer's [CLS] .. [SEP] = 33.
+    # The server takes all 33; the in-process judge must too (not cut them at 32).
+    pairs = random_pairs(6, seed=7, words=20)
+    in_process = make_judge(
+        validate_darling(
+            {"judge": {"kind": "cross_encoder", "model": model_dir, "max_length": 32}}
+        ).judge
+    )
+    texts = [in_process.formatter.text(a, b) for a, b in pairs]
+    assert {len(ids) for ids in in_process.classifier.encode(texts)} == {33}
+    with served([endpoint(servers, 0)], max_length=32) as judge:
+        got = judge(pairs)
+    np.testing.assert_allclose(in_process(pairs), got, atol=1e-5)
+    assert in_process.cut_inputs == 0
+    # what cutting at the 32-token budget gives instead (no final [SEP] of the template):
+    cut_at_budget = in_process.classifier.probs(texts, 8, max_length=32)[:, -1]
+    assert np.abs(cut_at_budget - got).min() > 1e-4
+
+
+def test_decoder_classifier_served_equals_in_process(qwen3_append_pad):
+    # The tokenizer appends its pad id to every input; both paths pool that last token, as
+    # vLLM does (tests/test_judges.py checks the value against an unpadded forward pass).
+    pairs = random_pairs(10, seed=9)
+    in_process = make_judge(
+        validate_darling(
+            {
+                "judge": {
+                    "kind": "cross_encoder",
+                    "model": qwen3_append_pad["model"],
+                    "template": "qwen3_math",
+                    "batch_size": 4,
+                }
+            }
+        ).judge
+    )
+    target = {"url": qwen3_append_pad["url"], "model": "math_clf"}
+    with served([target], template="qwen3_math", pairs_per_request=3) as judge:
+        np.testing.assert_allclose(judge(pairs), in_process(pairs), atol=1e-5)
+
+
 def test_concurrent_requests_are_batched_by_the_server(servers, reference):
     # the reference pattern: one pair per request, everything in flight at once
     pairs = random_pairs(60, seed=1)
@@ -206,7 +259,7 @@ def test_concurrent_requests_are_batched_by_the_server(servers, reference):
 
 
 def test_server_killed_mid_call(servers, reference):
-    pairs = random_pairs(400, seed=2)
+    pairs = random_pairs(100, seed=2)
     victim = servers["procs"][2]
     with served(
         [endpoint(servers, 2), endpoint(servers, 1)], pairs_per_request=1, max_concurrency=2
@@ -371,6 +424,37 @@ def test_a_wait_cut_by_the_deadline_does_not_rest_the_endpoint(servers, referenc
         slow.close()
 
 
+def test_with_a_fallback_resting_endpoints_hand_requests_to_it_at_once(
+    servers, model_dir, reference
+):
+    black_hole = Proxy(servers["urls"][0], "pass", delay_s=120.0)  # takes requests, never answers
+    try:
+        pairs = random_pairs(8, seed=8)
+        fallback = {"kind": "cross_encoder", "model": model_dir, "threshold": 0.5}
+        with served(
+            [{"url": black_hole.url, "model": "similarity_gpu_0"}],
+            pairs_per_request=1,
+            max_concurrency=1,
+            request_timeout_s=0.3,
+            max_attempts=3,
+            endpoint_cooldown_s=600,
+            fallback=fallback,
+        ) as judge:
+            first = judge(pairs)
+            # 8 requests, one at a time: the first times out and rests the only endpoint; the
+            # other 7 and the first one's retries then go to the fallback without a post.
+            # Waiting on the resting endpoint instead posts 8 x 3 attempts = 24 times.
+            assert judge.stats["requests"] == 1
+            assert judge.stats["fallback_pairs"] == 8
+            assert first == [1.0 if p > 0.5 else 0.0 for p in reference(pairs)]
+            judge(pairs)  # a later call while the endpoint rests: no post at all
+            assert judge.stats["requests"] == 1
+            assert judge.stats["fallback_pairs"] == 16
+            assert "no reply within 0.3s" in judge.endpoints[0].last_error
+    finally:
+        black_hole.close()
+
+
 @pytest.mark.parametrize(
     ("mode", "message"),
     [
@@ -400,7 +484,8 @@ def test_malformed_replies(servers, reference, mode, message):
 
 def test_over_long_input_fails_at_once_with_the_fix(servers, model_dir):
     long_pair = [(" ".join(["cat"] * 100), " ".join(["dog"] * 100))]
-    # word truncation keeps (128 - 3) // 2 = 62 words each: 2 + 3 + 124 > 128 tokens
+    # without a tokenizer the served judge keeps (2048 - 3) // 2 = 1022 words of each, so
+    # all 100 + 100: 3 template + 200 + 2 tokenizer tokens = 205 > 128 tokens
     with served([endpoint(servers, 0)]) as judge:
         with pytest.raises(ServedJudgeError, match=r"maximum context length.*truncation=tokens"):
             judge(long_pair)

@@ -430,3 +430,105 @@ def test_vllm_backend_end_to_end(tmp_path):
     assert len(records) == 8 and all(len(r["responses"]) == 4 for r in records)
     assert all(0 < t <= 24 for r in records for t in r["num_tokens"])
     assert json.loads((out / "summary.json").read_text())["complete"]
+
+
+# ----------------------------------------------------------------------------- right answers
+
+
+class ScriptedSampler:
+    """A Sampler that answers each problem right in a fixed number of its n samples.
+
+    It reads the question back from the prompt ids (one token per character), so grading,
+    counting and pass@k run on answers that are really correct, which a tiny random model
+    never produces.
+    """
+
+    def __init__(self, script: dict[str, tuple[str, str, list[int]]]) -> None:
+        from darling_nemo.mini.policy import char_tokenizer
+
+        self.tokenizer = char_tokenizer()
+        self.script = script  # question -> (right answer, wrong answer, right sample indices)
+        self.seen_seeds: list[int] = []
+
+    def sample(self, prompts, seeds, sampling):
+        from darling_nemo.evals.generation import Completion
+
+        out = []
+        for ids, seed in zip(prompts, seeds, strict=True):
+            self.seen_seeds.append(seed)
+            text = self.tokenizer.decode(ids)
+            ((right, wrong, where),) = [v for q, v in self.script.items() if q in text]
+            out.append(
+                [
+                    Completion(
+                        f"Working... so \\boxed{{{right if i in where else wrong}}}", 9, False
+                    )
+                    for i in range(sampling.n)
+                ]
+            )
+        return out
+
+
+def test_scripted_right_answers_through_run_math_eval(tmp_path):
+    from darling_nemo.evals.math import run_math_eval
+
+    script = {
+        # question: (right, wrong, indices of the right samples among n = 4)
+        "What is 1/3 squared?": ("1/9", "0.111", [2]),  # c = 1; 1/9 == \frac{1}{9}
+        "What is 6 times 7?": ("42", "41", [0, 1, 3]),  # c = 3
+        "Solve |x - 3.5| < 1.5 with x >= 2.": ("[2, 5)", "[2, 6)", []),  # c = 0
+        "What is 2 to the 10th?": ("1024", "2^{9}", [1, 2]),  # c = 2; 1024 == 2^{10}
+    }
+    rows_a = [
+        {"id": "p1", "question": "What is 1/3 squared?", "answer": "\\frac{1}{9}"},
+        {"id": "p2", "question": "What is 6 times 7?", "answer": "42"},
+    ]
+    rows_b = [
+        {"id": "p1", "question": "Solve |x - 3.5| < 1.5 with x >= 2.", "answer": "[2,5)"},
+        {"id": "p2", "question": "What is 2 to the 10th?", "answer": "2^{10}"},
+    ]
+    for name, rows in (("a", rows_a), ("b", rows_b)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = MathEvalConfig(
+        output_dir=str(tmp_path / "out"),
+        generator={"model": "scripted"},
+        prompt={"chat_template": False},
+        sampling={"n": 4, "max_new_tokens": 16},
+        benchmarks=[
+            {"name": "a", "path": str(tmp_path / "a.jsonl")},
+            {"name": "b", "path": str(tmp_path / "b.jsonl")},
+        ],
+        grading={"workers": 1},
+    )
+    sampler = ScriptedSampler(script)
+    summary = run_math_eval(cfg, sampler=sampler)
+    assert len(sampler.seen_seeds) == 4  # every problem sampled once
+
+    records = {
+        r["key"]: r
+        for r in map(json.loads, (tmp_path / "out/samples.jsonl").read_text().splitlines())
+    }
+    assert {k: r["num_correct"] for k, r in records.items()} == {
+        "a/p1": 1,
+        "a/p2": 3,
+        "b/p1": 0,  # [2, 6) is not the interval [2, 5)
+        "b/p2": 2,
+    }
+    assert records["a/p1"]["correct"] == [False, False, True, False]
+    assert records["b/p2"]["correct"] == [False, True, True, False]
+    assert records["a/p1"]["preds"][2] is not None
+
+    # pass@k = 1 - C(n-c, k) / C(n, k) with n = 4, C(4, 2) = 6:
+    #   c=1: pass@1 1/4, pass@2 1 - C(3,2)/6 = 1/2, pass@4 1
+    #   c=3: pass@1 3/4, pass@2 1 - C(1,2)/6 = 1,   pass@4 1
+    #   c=0: 0, 0, 0
+    #   c=2: pass@1 1/2, pass@2 1 - C(2,2)/6 = 5/6, pass@4 1
+    # a = mean(c=1, c=3): 1/2, 3/4, 1;  b = mean(c=0, c=2): 1/4, 5/12, 1/2
+    # average over benchmarks: 3/8, (3/4 + 5/12)/2 = 7/12, 3/4
+    bench = summary["benchmarks"]
+    assert bench["a"]["pass_at_k"] == pytest.approx({"1": 0.5, "2": 0.75, "4": 1.0})
+    assert bench["b"]["pass_at_k"] == pytest.approx({"1": 0.25, "2": 5 / 12, "4": 0.5})
+    assert summary["average"]["pass_at_k"] == pytest.approx({"1": 3 / 8, "2": 7 / 12, "4": 0.75})
+    assert summary["complete"] and bench["a"]["unanswered_fraction"] == 0.0
+    on_disk = json.loads((tmp_path / "out/summary.json").read_text())
+    assert on_disk["average"]["pass_at_k"] == summary["average"]["pass_at_k"]

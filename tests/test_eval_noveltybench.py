@@ -311,3 +311,184 @@ def test_noveltybench_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_he
     assert "2 of 3 prompts scored" in third
     assert json.loads((out / "scores.jsonl").read_text().splitlines()[2]) == scores[2]
     assert json.loads((out / "summary.json").read_text()) == summary
+
+
+# ----------------------------------------------------------------------------- reference judge
+
+WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "mat", "quickly", "slowly", "big"]
+WORDS += ["small", "red", "blue", "house", "tree"]
+
+
+def tiny_deberta(folder: Path, with_tokenizer: bool = True) -> Path:
+    """A random 2-label DeBERTa-v2 pair classifier with segment embeddings (type_vocab_size
+    2, so the segment ids change its output) and a word-level BERT tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        DebertaV2Config,
+        DebertaV2ForSequenceClassification,
+        PreTrainedTokenizerFast,
+    )
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    backend = Tokenizer(
+        models.WordLevel({w: i for i, w in enumerate([*specials, *WORDS])}, unk_token="[UNK]")
+    )
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        **dict(zip(names, specials, strict=True)),
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
+    torch.manual_seed(0)
+    config = DebertaV2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        type_vocab_size=2,
+        relative_attention=True,
+        position_biased_input=False,
+        pos_att_type=["p2c", "c2p"],
+        max_position_embeddings=512,
+        pad_token_id=0,
+        num_labels=2,
+        initializer_range=0.5,  # large random weights: outputs that depend on the input
+    )
+    DebertaV2ForSequenceClassification(config).save_pretrained(folder)
+    if with_tokenizer:
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+def partition_py_score(model_dir: Path, a: str, b: str) -> float:
+    """NoveltyBench's classifier_score (DARLING fork, evals/novelty-bench/src/partition.py),
+    written out: one pair, no padding, P = softmax(logits)[0, 1]."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    ids = [tokenizer.cls_token_id]
+    for s in (a, b):
+        ids += tokenizer.encode(s, truncation=True, max_length=512, add_special_tokens=False)
+        ids.append(tokenizer.sep_token_id)
+    first = ids.index(tokenizer.sep_token_id) + 1
+    types = [0] * first + [1] * (len(ids) - first)
+    with torch.no_grad():
+        logits = model(
+            input_ids=torch.tensor([ids]),
+            token_type_ids=torch.tensor([types]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        ).logits
+    return float(logits.softmax(-1)[0, 1])
+
+
+def nb_config(tmp_path: Path, model_dir: Path, **extra) -> NoveltyBenchConfig:
+    return NoveltyBenchConfig(
+        output_dir=str(tmp_path / "nb"),
+        prompts=str(tmp_path / "prompts.jsonl"),
+        generator={"model": "m"},
+        judge={"kind": "cross_encoder", "model": str(model_dir), "threshold": 0.102},
+        **extra,
+    )
+
+
+PAIRS = [
+    ("the cat sat", "a dog ran"),
+    ("the big red house on the mat", "a small blue tree"),
+    ("cat", "the cat sat on the mat quickly and slowly"),
+]
+
+
+def test_reference_pair_input_is_partition_pys(tmp_path):
+    from darling_nemo.evals.noveltybench import NoveltyBenchPairJudge, make_noveltybench_judge
+
+    model_dir = tiny_deberta(tmp_path / "clf")
+    judge = make_noveltybench_judge(nb_config(tmp_path, model_dir))
+    assert isinstance(judge, NoveltyBenchPairJudge)
+    vocab = judge.tokenizer.get_vocab()
+    # [CLS]=2 the cat sat [SEP]=3 a dog ran [SEP]; segment 0 through the first [SEP].
+    enc = judge.encode("the cat sat", "a dog ran")
+    ids = [
+        2,
+        vocab["the"],
+        vocab["cat"],
+        vocab["sat"],
+        3,
+        vocab["a"],
+        vocab["dog"],
+        vocab["ran"],
+        3,
+    ]
+    assert enc == {"input_ids": ids, "token_type_ids": [0, 0, 0, 0, 0, 1, 1, 1, 1]}
+    # Each side cut to its first 512 tokens: 1 + 512 + 1 + 512 + 1 = 1027 ids, 514 in segment 0.
+    long = judge.encode("cat " * 600, "dog " * 700)
+    assert len(long["input_ids"]) == 1027 and long["token_type_ids"].count(0) == 514
+    assert long["input_ids"][513:516] == [3, vocab["dog"], vocab["dog"]]
+
+    # Batched with padding (batch_size 32: all three pairs, lengths 9, 11, 13) = one by one.
+    expected = [partition_py_score(model_dir, a, b) for a, b in PAIRS]
+    assert judge(PAIRS) == pytest.approx(expected, abs=1e-5)
+    # The text-template path (pair_input=judge_template) feeds other ids: other scores.
+    from darling_nemo.judges import make_judge
+
+    template = make_judge(nb_config(tmp_path, model_dir).judge)
+    assert max(abs(x - y) for x, y in zip(template(PAIRS), expected, strict=True)) > 1e-4
+
+
+def test_reference_judge_needs_a_tokenizer(tmp_path):
+    from darling_nemo.evals.noveltybench import make_noveltybench_judge
+
+    bare = tiny_deberta(tmp_path / "bare", with_tokenizer=False)  # as the hub checkpoint
+    with pytest.raises(ConfigError, match=r"has \d+ tokens but .* 21.*pair_tokenizer=microsoft/"):
+        make_noveltybench_judge(nb_config(tmp_path, bare))
+    tokenizer_dir = tiny_deberta(tmp_path / "tok")
+    judge = make_noveltybench_judge(nb_config(tmp_path, bare, pair_tokenizer=str(tokenizer_dir)))
+    assert judge(PAIRS[:1]) == pytest.approx([partition_py_score(tokenizer_dir, *PAIRS[0])])
+
+
+def test_reference_flag_needs_the_reference_input():
+    ref = CrossEncoderJudgeConfig(model="/models/deberta-v3-large-generation-similarity")
+    ref = ref.model_copy(update={"threshold": 0.102})
+    assert describe_judge(ref)["is_reference"] is True  # a local copy counts
+    assert "segment ids" in describe_judge(ref)["note"]
+    template = describe_judge(ref, "judge_template")
+    assert template["is_reference"] is False and "text template" in template["note"]
+    other = ref.model_copy(update={"threshold": 0.5})
+    assert describe_judge(other)["is_reference"] is False
+
+
+@pytest.mark.slow
+def test_score_stage_with_the_reference_encoding(tiny_models, tmp_path):
+    from darling_nemo.evals.noveltybench import run_noveltybench
+
+    _, rm = tiny_models
+    model_dir = tiny_deberta(tmp_path / "deberta-v3-large-generation-similarity")
+    (tmp_path / "prompts.jsonl").write_text('{"id": "p0", "prompt": "write"}\n')
+    gens = [a for a, _ in PAIRS] + ["the cat sat"]  # n = 4; the repeat is an exact copy
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb/generations.jsonl").write_text(
+        json.dumps({"id": "p0", "prompt": "write", "generations": gens}) + "\n"
+    )
+    reward = {"model": str(rm), "dtype": "float32", "device_map": None, "max_length": 64}
+    cfg = nb_config(tmp_path, model_dir, stage="score", reward_model=reward)
+    summary = run_noveltybench(cfg)
+    assert summary["judge"]["is_reference"] and summary["judge"]["pair_input"] == "noveltybench"
+    (record,) = [json.loads(x) for x in (tmp_path / "nb/scores.jsonl").read_text().splitlines()]
+
+    # The greedy partition with partition.py's score decides every long pair.
+    def equivalent(a, b):
+        rule = short_answer_equivalent(a, b)
+        return rule if rule is not None else partition_py_score(model_dir, a, b) > 0.102
+
+    assert record["partition"] == greedy_spec(gens, equivalent)
+    # Switching to the text template on the same output_dir is refused, not mixed.
+    switched = nb_config(
+        tmp_path, model_dir, stage="score", reward_model=reward, pair_input="judge_template"
+    )
+    with pytest.raises(ConfigError, match=r"pair_input: 'noveltybench' -> 'judge_template'"):
+        run_noveltybench(switched)

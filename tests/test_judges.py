@@ -49,6 +49,13 @@ def tiny_qwen3(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def tiny_qwen3_append_pad(tmp_path_factory):
+    # a Qwen3 classifier whose tokenizer ends every input with its pad id, <|endoftext|>
+    path = tmp_path_factory.mktemp("tiny-qwen3-append-pad")
+    return str(save_tiny_classifier(path, "qwen3", append_pad=True))
+
+
+@pytest.fixture(scope="module")
 def embedding_judge():
     return make_judge(EmbeddingJudgeConfig())
 
@@ -224,6 +231,56 @@ def test_cross_encoder_equals_unbatched_forward(request, flavour, template):
     # masked; qwen3: pooled at the last non-pad token)
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert len({round(p, 4) for p in got}) > 1  # the tiny model is not constant
+
+
+def last_token_probs(model_dir, texts):
+    """vLLM's pooling: one unpadded input at a time, the head on its very last token (what
+    Hugging Face does for a batch of one when the config names no pad id)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    model.config.pad_token_id = None
+    with torch.no_grad():
+        return np.array(
+            [
+                torch.softmax(model(**tok(t, return_tensors="pt")).logits, -1)[0].tolist()
+                for t in texts
+            ]
+        )
+
+
+def test_decoder_classifier_pools_the_last_token_like_vllm(tiny_qwen3_append_pad):
+    model_dir = tiny_qwen3_append_pad
+    judge = make_judge(
+        judge_cfg(kind="cross_encoder", model=model_dir, template="qwen3_math", batch_size=4)
+    )
+    texts = [judge.formatter.text(a, b) for a, b in PAIRS]
+    pad_id = judge.classifier.tokenizer.pad_token_id
+    assert all(ids[-1] == pad_id for ids in judge.classifier.encode(texts))  # appended
+    want = last_token_probs(model_dir, texts)[:, -1]
+    # batched and padded (5 pairs in batches of 4): still the last real token of each input
+    np.testing.assert_allclose(judge(PAIRS), want, atol=1e-5)
+    # Hugging Face's own pooling takes the last token that is not the pad id: here the one
+    # before the appended pad, which is what the judge returned before pooling by the mask
+    hf_pooled = manual_probs(model_dir, texts)[:, -1]
+    assert np.abs(hf_pooled - want).min() > 1e-4
+
+
+def test_inputs_past_the_model_limit_are_cut_there_with_one_warning(tiny_bert, caplog):
+    judge = make_judge(judge_cfg(kind="cross_encoder", model=tiny_bert))
+    # the word budget is (128 - 3) // 2 = 62 words each: 62 + 62 + 3 template tokens + [CLS]
+    # and [SEP] = 129 tokens > 128, so the input is cut at 128 (a server would answer 400)
+    long_pair = (" ".join(["cat"] * 100), " ".join(["dog"] * 100))
+    with caplog.at_level(logging.WARNING, logger="darling_nemo.judges.cross_encoder"):
+        got = judge([long_pair, PAIRS[0], long_pair])
+        judge([long_pair])
+    warnings = [r for r in caplog.records if "longer than the model's 128 tokens" in r.getMessage()]
+    assert len(warnings) == 1 and judge.cut_inputs == 3
+    texts = [judge.formatter.text(*p) for p in (long_pair, PAIRS[0])]
+    want = manual_probs(tiny_bert, texts)[:, -1]  # tokenizer truncation at 128
+    np.testing.assert_allclose(got, [want[0], want[1], want[0]], atol=1e-5)
 
 
 def test_cross_encoder_batch_size_does_not_change_results(tiny_bert):

@@ -154,3 +154,86 @@ def test_plot_command(run_dirs, tmp_path):
     assert "wrote" in proc.stdout and "| darling |" in proc.stdout
     assert_not_blank(out / "pass_at_k_average.png")
     assert_not_blank(out / "quality_vs_diversity.png")
+
+
+def test_duplicate_run_names_are_refused_and_a_file_given_twice_is_read_once(run_dirs, tmp_path):
+    # The same folder twice, and a folder with its subfolder: each file is read once.
+    again = load_summaries([run_dirs[0], run_dirs[0] / "math", run_dirs[0] / "math/summary.json"])
+    assert [(s["eval"], s["run_name"]) for s in again] == [
+        ("math", "base"),
+        ("noveltybench", "base"),
+    ]
+    # A second evaluation that kept the name "base" (the default is the checkpoint folder's
+    # name, so step_200 of two runs collide): refused, naming both files.
+    copy = tmp_path / "other" / "base"
+    write_json(copy / "math" / "summary.json", math_summary("base", [8, 8, 8]))
+    with pytest.raises(ValueError, match=r"two math summaries have run_name 'base': .*other"):
+        make_report([run_dirs[0], copy], tmp_path / "plots")
+
+
+def test_quality_diversity_shows_the_papers_utility(run_dirs):
+    import matplotlib.pyplot as plt
+
+    from darling_nemo.evals.plots import quality_diversity_figure
+
+    fig = quality_diversity_figure(load_summaries(run_dirs))
+    points = {
+        ax.get_ylabel().split(" ")[0].rstrip(":"): [
+            float(v) for c in ax.collections for v in c.get_offsets()[0]
+        ]
+        for ax in fig.axes
+    }
+    plt.close(fig)
+    # Per run (base, grpo, darling) x = mean distinct: (5+6)/2, (2+2)/2, (6+5)/2.
+    # utility_darling = mean of q*d/20: base (6*5 + 7*6)/40 = 1.8, grpo 7.5*2/20 = 0.75,
+    # darling (8*6 + 7*5)/40 = 2.075. utility (q*d/10) is twice that.
+    # Flattened (x, y) of base, grpo, darling.
+    assert points["utility_darling"] == pytest.approx([5.5, 1.8, 2.0, 0.75, 5.5, 2.075])
+    assert points["utility"] == pytest.approx([5.5, 3.6, 2.0, 1.5, 5.5, 4.15])
+    assert points["quality"] == pytest.approx([5.5, 6.5, 2.0, 7.5, 5.5, 7.5])
+
+
+def creative_run(folder: Path, name: str, games: list[tuple[str, str, float]]) -> Path:
+    """A creative run's summary.json and pairwise.jsonl holding `games` (a, b, score_a)."""
+    from darling_nemo.evals.records import JsonlWriter
+    from darling_nemo.evals.schema import PairwiseConfig
+
+    records = [
+        {"key": f"g{i}", "a": a, "b": b, "item": f"p{i}#0", "status": "ok", "score_a": score}
+        | {"plus_a": None, "plus_b": None, "attempts": 1, "errors": [], "reply": None}
+        for i, (a, b, score) in enumerate(games)
+    ]
+    records.append({**records[0], "key": "lost", "status": "failed", "score_a": None})
+    with JsonlWriter(folder / "pairwise.jsonl") as writer:
+        for r in records:
+            writer.write(r)
+    judged = [{"status": "ok", "scores": {"A": 10.0}, "score": 10.0, "attempts": 1, "key": "x"}]
+    rubric = RubricConfig(criteria=["A"], negative_criteria=[])
+    summary = summarize_creative(
+        judged, 1, rubric, {"run_name": name}, records, PairwiseConfig(enabled=True)
+    )
+    write_json(folder / "summary.json", summary)
+    return folder
+
+
+def test_creative_elo_is_one_fit_over_all_runs_games(tmp_path):
+    # Run A beat B in 3 of 4 games; run C beat B in 1 of 4. Each run's own fit (one virtual
+    # draw per pair): A: 3.5 of 5 wins -> A - B = 400 log10(3.5/1.5) = 147.2, centred on 1000:
+    # A 1073.6; C: 1.5 of 5 -> C 926.4. In the same fit B sits between them: A - B and
+    # B - C are both 147.2 (a chain decouples), so A 1147.2, B 1000, C 852.8.
+    a = creative_run(tmp_path / "A", "A", [("A", "B", 1.0)] * 3 + [("B", "A", 1.0)])
+    c = creative_run(tmp_path / "C", "C", [("C", "B", 1.0)] + [("B", "C", 1.0)] * 3)
+    per_run = load_summaries([a, c])
+    assert per_run[0]["elo"]["ratings"]["A"] == pytest.approx(1073.6, abs=0.05)
+    assert per_run[1]["elo"]["ratings"]["C"] == pytest.approx(926.4, abs=0.05)
+
+    table = markdown_table(per_run)
+    assert "Elo (one fit, 8 games)" in table  # the failed comparison is not a game
+    assert "| A | 10.00 | 50.0 | 1147 |" in table
+    assert "| C | 10.00 | 50.0 | 853 |" in table
+
+    # Without the games (summaries copied alone) the column says what it holds.
+    (a / "pairwise.jsonl").unlink()
+    table = markdown_table(load_summaries([a, c]))
+    assert "Elo (per-run fit, not comparable across rows)" in table
+    assert "| A | 10.00 | 50.0 | 1074 |" in table and "| C | 10.00 | 50.0 | 926 |" in table

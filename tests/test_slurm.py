@@ -936,3 +936,52 @@ def test_run_to_the_end_keeps_the_status_when_usr1_lands_as_the_step_exits(tmp_p
     assert job.returncode == 0, out[-2000:]
     assert statuses == ["status 7"] * 200, sorted(set(statuses))
     assert "USR1_RECEIVED=1" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# NoveltyBench evaluation job
+# ---------------------------------------------------------------------------------------------
+
+
+def test_eval_noveltybench_dry_run_generates_then_scores_on_one_node(cluster):
+    from darling_nemo.evals.schema import NoveltyBenchConfig, validate_eval
+
+    env = cluster.job(
+        "eval_noveltybench.sub", nodes=1, MODEL="/ckpt/run/step_200/", GPUS_PER_ENGINE="2"
+    )
+    res = cluster.run("eval_noveltybench.sub", env, "--dry-run", "max_prompts=5")
+    assert res.returncode == 0, res.stderr
+    steps = [srun_parts(argv) for argv in commands(res.stdout)]
+    assert len(steps) == 2  # generate, then score; nothing else is started
+    (gen_opts, gen_node, gen_cmd), (score_opts, score_node, score_cmd) = steps
+    assert gen_node == score_node == "gpu-001"
+    assert gen_opts["container-name"] != score_opts["container-name"]
+    out = cluster.path / "results/eval/step_200/noveltybench"  # EVAL_NAME: the MODEL folder
+    for cmd, stage, gpus in ((gen_cmd, "generate", "0,1"), (score_cmd, "score", "0,1,2,3,4,5,6,7")):
+        # env VAR=... python recipe --config YAML overrides: generation on the engine's 2
+        # GPUs, scoring on all 8 (the 27B reward model is spread with device_map=auto).
+        assert cmd[:2] == ["env", f"CUDA_VISIBLE_DEVICES={gpus}"]
+        assert "DARLING_DATA_DIR=/opt/darling-nemo/data" in cmd
+        recipe = cmd.index("python")
+        assert cmd[recipe + 1 : recipe + 4] == [
+            "recipes/eval_noveltybench.py",
+            "--config",
+            "conf/eval/noveltybench.yaml",
+        ]
+        overrides = cmd[recipe + 4 :]
+        assert override(cmd, "stage") == stage and overrides[-1] == "max_prompts=5"
+        assert override(cmd, "output_dir") == str(out)
+        # The real config loader and schema accept the command line.
+        cfg = validate_eval(
+            NoveltyBenchConfig, load_config(REPO / "conf/eval/noveltybench.yaml", overrides)
+        )
+        assert (cfg.stage, cfg.run_name, cfg.max_prompts) == (stage, "step_200", 5)
+        assert cfg.generator.model == "/ckpt/run/step_200/"
+        assert (cfg.generator.backend, cfg.generator.tensor_parallel_size) == ("vllm", 2)
+    assert f"{out}/summary.json" in res.stdout
+
+    bad = cluster.run("eval_noveltybench.sub", {**env, "GPUS_PER_ENGINE": "16"}, "--dry-run")
+    assert bad.returncode != 0 and "GPUS_PER_ENGINE=16 must be a number from 1 to" in bad.stderr
+    env.pop("MODEL")
+    missing = cluster.run("eval_noveltybench.sub", env, "--dry-run")
+    assert missing.returncode != 0 and "MODEL is not set" in missing.stderr

@@ -1,9 +1,11 @@
 """recipes/train_classifier.py end to end at tiny scale: a tiny checkpoint trained for a few
 steps on synthetic pairs, resumed, evaluated on its held-out split, saved, and loaded back by
-the cross-encoder judge; plus the shipped YAML validating."""
+the cross-encoder judge (or, in bi_encoder mode, by the embedding judge); the checkpoint swap
+surviving a kill; a resumed run equal to an uninterrupted one; the shipped YAMLs validating."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -11,16 +13,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from darling_nemo.config import load_config
 from darling_nemo.judges import make_judge
+from darling_nemo.judges.pairdata import accuracy, calibrate_threshold, load_pairs
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
 from darling_nemo.schema import ClassifierTrainConfig, validate_darling
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "train_classifier.py"
+
+
+def load_recipe():
+    spec = importlib.util.spec_from_file_location("train_classifier", RECIPE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_recipe(*overrides: str) -> subprocess.CompletedProcess:
@@ -49,12 +61,56 @@ def pair_file(tmp_path_factory):
     return path
 
 
-def test_shipped_config_validates():
+def test_shipped_configs_validate():
     cfg = ClassifierTrainConfig.model_validate(
         load_config(REPO / "conf/classifier/minilm_noveltybench.yaml")
     )
-    assert cfg.truncation == "tokens" and cfg.both_orders and cfg.class_weighting
+    assert cfg.mode == "cross_encoder" and cfg.truncation == "tokens" and cfg.both_orders
     assert (REPO / cfg.data).exists() or not (REPO.parent / "shared").exists()
+    cfg = ClassifierTrainConfig.model_validate(
+        load_config(REPO / "conf/classifier/minilm_biencoder_noveltybench.yaml")
+    )
+    assert cfg.mode == "bi_encoder" and cfg.base_model is None and cfg.max_length is None
+
+
+def test_contrastive_loss_by_hand():
+    loss = load_recipe().contrastive_loss
+    cos = torch.tensor([1.0, 0.5, 0.8, 0.3])
+    labels = torch.tensor([1, 1, 0, 0])
+    # similar: (1 - 1)^2 = 0, (1 - 0.5)^2 = 0.25; different, margin 0.5:
+    # max(0, 0.8 - 0.5)^2 = 0.09, max(0, 0.3 - 0.5)^2 = 0
+    assert torch.allclose(loss(cos, labels, 0.5), torch.tensor([0.0, 0.25, 0.09, 0.0]))
+
+
+def test_checkpoint_swap_survives_a_kill_between_delete_and_rename(tmp_path, monkeypatch):
+    """A kill while the new checkpoint is renamed into place must leave a resumable one: the
+    old code deleted checkpoint-last first, so the run restarted from step 0."""
+    recipe = load_recipe()
+    last = tmp_path / "checkpoint-last"
+
+    def save_model(path: str) -> None:
+        Path(path).mkdir(parents=True)
+        (Path(path) / "weights.txt").write_text(str(len(list(tmp_path.iterdir()))))
+
+    recipe.save_atomically(save_model, {"step": 1}, last)
+    real_rename = Path.rename
+
+    def killed_at_swap_in(self, target):
+        if self.name.endswith(".tmp"):
+            raise KeyboardInterrupt("killed")  # the process dies here, before the rename
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", killed_at_swap_in)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.save_atomically(save_model, {"step": 2}, last)
+    monkeypatch.undo()
+    recipe.recover_checkpoint(last)  # what the next run does first
+    assert torch.load(last / "training_state.pt", weights_only=False)["step"] == 1
+    assert not (tmp_path / "checkpoint-last.old").exists()
+    # an uninterrupted swap replaces it and leaves no aside copy behind
+    recipe.save_atomically(save_model, {"step": 2}, last)
+    assert torch.load(last / "training_state.pt", weights_only=False)["step"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-last"]
 
 
 def test_bad_override_is_a_clear_error():
@@ -81,6 +137,9 @@ def test_recipe_trains_resumes_and_saves_a_loadable_classifier(tmp_path, pair_fi
     second = run_recipe(*common, "max_steps=4")
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"resumed from {out / 'checkpoint-last'} at step 2" in second.stdout
+    # a training setting changed under a checkpoint is refused, naming the key
+    changed = run_recipe(*common, "max_steps=4", "lr=0.001")
+    assert changed.returncode == 2 and "lr: 0.0001 -> 0.001" in changed.stderr
     card = json.loads((out / "darling_classifier.json").read_text())
     metrics = card["metrics"]
     assert metrics["train_steps"] == 4 and metrics["heldout_pairs"] == 10
@@ -102,3 +161,73 @@ def test_recipe_trains_resumes_and_saves_a_loadable_classifier(tmp_path, pair_fi
     probs = judge([("the cat sat", "a dog ran"), ("one two three", "three two one")])
     assert all(0 <= p <= 1 for p in probs)
     assert judge.classifier.id2label == {0: "different", 1: "similar"}
+
+
+def tiny_args(pair_file: Path, base: Path, out: Path) -> list[str]:
+    return [
+        "--config", str(REPO / "conf/classifier/minilm_noveltybench.yaml"),
+        f"data={pair_file}", "text_a=x", "text_b=y", "label=same", "split_key=q",
+        "heldout_fraction=0.25", f"base_model={base}", f"output_dir={out}",
+        "batch_size=4", "embedding_baseline=false", "max_steps=4", "num_threads=1",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["cross_encoder", "bi_encoder"])
+def test_resumed_run_equals_an_uninterrupted_one(tmp_path, pair_file, monkeypatch, mode):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    recipe = load_recipe()
+    base = save_tiny_classifier(tmp_path / "base", "bert")
+    args = [f"mode={mode}", "checkpoint_every_steps=2"]
+    assert recipe.main(tiny_args(pair_file, base, tmp_path / "whole") + args) == 0
+
+    real_save = recipe.save_atomically
+
+    def killed_after_step_2(save_model, state, target):
+        real_save(save_model, state, target)
+        if state["step"] == 2:
+            raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(recipe, "save_atomically", killed_after_step_2)
+    with pytest.raises(KeyboardInterrupt):
+        recipe.main(tiny_args(pair_file, base, tmp_path / "resumed") + args)
+    monkeypatch.setattr(recipe, "save_atomically", real_save)
+    assert recipe.main(tiny_args(pair_file, base, tmp_path / "resumed") + args) == 0
+
+    # both sides: every tensor of the saved weights, bit for bit (CPU, one thread)
+    whole = load_file(tmp_path / "whole" / "model.safetensors")
+    resumed = load_file(tmp_path / "resumed" / "model.safetensors")
+    assert whole.keys() == resumed.keys()
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+    card = json.loads((tmp_path / "resumed" / "darling_classifier.json").read_text())
+    assert card["metrics"]["train_steps"] == 4
+
+
+def test_bi_encoder_mode_saves_an_embedding_judge_calibrated_on_train(tmp_path, pair_file):
+    base = save_tiny_classifier(tmp_path / "base", "bert")
+    out = tmp_path / "emb"
+    result = run_recipe(*tiny_args(pair_file, base, out)[2:], "mode=bi_encoder")
+    assert result.returncode == 0, result.stderr[-3000:]
+    card = json.loads((out / "darling_classifier.json").read_text())
+    assert card["judge"]["kind"] == "embedding" and card["judge"]["model"] == str(out)
+    metrics = card["metrics"]["bi_encoder"]
+
+    # the card's judge, loaded the way a run loads it, reproduces the recorded threshold
+    # from the 30 training pairs alone, and the held-out accuracy at it
+    judge = make_judge(validate_darling({"judge": card["judge"]}).judge)
+    heldout_lines = set(json.loads((out / "split.json").read_text())["heldout_lines"])
+    pairs = load_pairs(pair_file, "x", "y", "same", "q")
+    train = [p for p in pairs if p.line not in heldout_lines]
+    heldout = [p for p in pairs if p.line in heldout_lines]
+    assert (len(train), len(heldout)) == (30, 10)
+    train_cos = judge([(p.a, p.b) for p in train])
+    threshold, train_acc = calibrate_threshold(train_cos, [p.label for p in train])
+    assert threshold == pytest.approx(card["judge"]["threshold"], abs=1e-6)
+    assert train_acc == pytest.approx(metrics["accuracy_on_train"])
+    held_cos = judge([(p.a, p.b) for p in heldout])
+    held_acc = accuracy(held_cos, [p.label for p in heldout], threshold)
+    assert held_acc == pytest.approx(metrics["accuracy_at_train_threshold"])
+    # fine-tuning moved the embeddings: the tuned cosines differ from the base model's
+    base_judge = make_judge(
+        validate_darling({"judge": {"kind": "embedding", "model": str(base)}}).judge
+    )
+    assert not np.allclose(base_judge([(p.a, p.b) for p in heldout]), held_cos)

@@ -22,7 +22,6 @@ from darling_nemo.schema import DarlingConfig, validate_darling
 from darling_nemo.trl_engine import (
     DarlingReward,
     completion_text,
-    darling_metrics,
     digit_sum_quality,
     length_stand_in_quality,
 )
@@ -258,14 +257,75 @@ def test_other_reward_functions_next_to_the_adapter_are_refused(tmp_path):
         reward.check_trainer_args(grpo_config(tmp_path), [reward, constant_quality([1])])
 
 
-def test_darling_metrics_names():
-    batch = darling_batch(
-        ["a", "a", "b c d e f g"], [1, 0, 1], [0, 0, 0], None, DarlingConfig().settings()
+def test_both_engines_log_the_same_darling_metrics():
+    """The TRL reward and the NeMo-RL transform, fed the same two groups, log the same
+    darling/* names with the same values (metrics.darling_step_metrics)."""
+    from darling_nemo.nemo_rl_adapter import DarlingRewardTransform
+
+    # Group p: "x", "x", "y z", "w" with quality 1, 1, 1, 0 -> classes {0,1}, {2}, {3}
+    # (short answers without shared words differ). Group q: "u" four times -> one class.
+    texts = ["x", "x", "y z", "w", "u", "u", "u", "u"]
+    quality = [1, 1, 1, 0, 1, 1, 1, 1]
+    darling = validate_darling({"judge": {"kind": "lexical"}})
+    logged: dict[str, float] = {}
+    DarlingReward(constant_quality(quality), darling, 4, judge=PairsJudge())(
+        ["p"] * 4 + ["q"] * 4, texts, log_metric=logged.__setitem__
     )
-    metrics = darling_metrics(batch, [0, 0, 0])
-    assert all(name.startswith("darling/") and math.isfinite(v) for name, v in metrics.items())
-    # classes {0,1},{2}; correct rows 0 and 2 are in two classes
-    assert metrics["darling/distinct_correct_per_group"] == 2
+    transform = DarlingRewardTransform(darling, PairsJudge())
+    prompt_ids = [torch.tensor([1])] * 4 + [torch.tensor([2])] * 4  # NeMo-RL groups by these
+    transform.apply(
+        {  # the two keys of NeMo-RL's rollout batch that the transform reads
+            "message_log": [
+                [
+                    {"role": "user", "content": "", "token_ids": ids},
+                    {"role": "assistant", "content": text, "token_ids": torch.tensor([0])},
+                ]
+                for ids, text in zip(prompt_ids, texts, strict=True)
+            ],
+            "total_reward": torch.tensor(quality, dtype=torch.float32),
+        }
+    )
+    nemo = {f"darling/{k}": v for k, v in transform.pop_metrics().items()}
+    assert set(logged) == set(nemo)
+    timings = {"darling/seconds", "darling/judge_seconds"}
+    assert {k: v for k, v in logged.items() if k not in timings} == pytest.approx(
+        {k: v for k, v in nemo.items() if k not in timings}
+    )
+    # Hand values: classes 3 and 1 -> mean 2; hist/1 = hist/3 = 1/2; q collapsed -> 1/2;
+    # distinct correct answers: p {x}, {y z} -> 2, q -> 1; mean 1.5. No pair needed the
+    # judge (all answers are short), so it was never called.
+    assert logged["darling/classes_per_group"] == 2.0
+    assert logged["darling/classes_per_group_hist/3"] == 0.5
+    assert logged["darling/collapsed_group_share"] == 0.5
+    assert logged["darling/distinct_correct_per_group"] == 1.5
+    assert (logged["darling/judge_calls"], logged["darling/pairs_judged"]) == (0.0, 0.0)
+    assert logged["darling/num_groups"] == 2.0
+
+
+class PairsJudge:
+    """P(similar) = 0.9 when the first words agree, else 0.1; counts its requests."""
+
+    def __init__(self):
+        self.stats = {"requests": 0}
+
+    def __call__(self, pairs):
+        self.stats["requests"] += 1
+        return [0.9 if a.split()[0] == b.split()[0] else 0.1 for a, b in pairs]
+
+
+def test_the_judge_is_counted_in_the_trl_metrics():
+    # Three 9-word answers: the lexical rules cannot decide, so all C(3,2) = 3 pairs go to
+    # the judge (in one or more calls); (0,1) share the first word -> classes {0,1}, {2}.
+    long_a, long_b = "alpha " + "w " * 8, "beta " + "w " * 8
+    logged: dict[str, float] = {}
+    darling = validate_darling({"judge": {"kind": "lexical"}})
+    DarlingReward(constant_quality([1, 1, 1]), darling, 3, judge=PairsJudge())(
+        ["p"] * 3, [long_a, long_a + "x", long_b], log_metric=logged.__setitem__
+    )
+    assert logged["darling/judge_calls"] >= 1.0
+    assert logged["darling/judge_requests"] == logged["darling/judge_calls"]  # its own stats
+    assert logged["darling/pairs_judged"] == 3.0 and logged["darling/pairs_total"] == 3.0
+    assert logged["darling/classes_per_group"] == 2.0
 
 
 # ------------------------------------------------------------------- inside a real TRL step

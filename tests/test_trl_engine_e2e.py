@@ -10,6 +10,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +24,7 @@ from safetensors.torch import load_file
 
 from darling_nemo.config import load_config
 from darling_nemo.schema import ConfigError
-from darling_nemo.trl_engine import run
+from darling_nemo.trl_engine import checkpoint_step, last_checkpoint, run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -304,3 +310,178 @@ def test_wildchat_config_with_a_reward_model_runs(tmp_path):
     assert_finite(final)
     # group_min shift: every group's lowest quality becomes 0, so the rewards are >= 0.
     assert final["darling/reward_mean"] >= 0
+
+
+# ------------------------------------------------------------------------------ wandb (offline)
+
+
+def wandb_records(path: Path) -> list:
+    """The records of an offline wandb run file (run-*.wandb), as wandb_internal_pb2.Record.
+
+    The file is a 7-byte wandb header and then a LevelDB log: 32 KiB blocks of chunks, each
+    with a 7-byte header (crc32c, little-endian length, type: 1 full, 2 first, 3 middle,
+    4 last); a block's tail shorter than a header is zero padding. (wandb 0.2x+ reads these
+    files in its Go core only; this is the format its Python DataStore used to read.)
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    data, block = path.read_bytes(), 32768
+    pos, chunks, records = 7, b"", []
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunks += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            records.append(wandb_internal_pb2.Record.FromString(chunks))
+            chunks = b""
+    return records
+
+
+def wandb_history(run_dir: Path) -> list[dict]:
+    """The history rows of the one offline wandb run under `run_dir`, once wandb's service
+    has written the run's exit record (it writes the file asynchronously, also after
+    wandb.finish() returns)."""
+    (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            records = wandb_records(path)
+        except Exception:  # read while the service appends a record: read again
+            records = []
+        kinds = [r.WhichOneof("record_type") for r in records]
+        if "exit" in kinds or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert "exit" in kinds, f"{path}: no exit record after 60 s ({kinds})"
+    return [
+        # a key is in `key`, or split in `nested_key`
+        {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+        for r, kind in zip(records, kinds, strict=True)
+        if kind == "history"
+    ]
+
+
+def test_wandb_offline_run_receives_the_darling_metrics(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for name in ("WANDB_DIR", "WANDB_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "wandb_run"
+    cfg = chat_config(tmp_path, out, steps=1)
+    cfg["logging"] = {"report_to": ["wandb"], "progress_bar": False, "print_metrics": False}
+    assert run(cfg)["global_step"] == 1
+    # WANDB_DIR pointed at the run directory for the run only, then restored.
+    assert "WANDB_DIR" not in os.environ and "WANDB_PROJECT" not in os.environ
+    (logged,) = read_jsonl(out / "train_log.jsonl")
+    darling = {k: v for k, v in logged.items() if k.startswith("darling/")}
+    assert {"darling/quality_mean", "darling/collapsed_group_share", "darling/judge_calls"} <= set(
+        darling
+    )
+    # TRL's WandbCallback prefixes training logs with "train/".
+    (step,) = [r for r in wandb_history(out) if "train/darling/quality_mean" in r]
+    assert {k: step[f"train/{k}"] for k in darling} == pytest.approx(darling)
+
+
+def test_wandb_without_wandb_installed_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+    out = tmp_path / "no_wandb"
+    cfg = chat_config(tmp_path, out, steps=1)
+    cfg["logging"] = {"report_to": ["tensorboard", "wandb"]}
+    with pytest.raises(
+        ConfigError, match=r"logging\.report_to includes wandb.*uv sync --extra trl"
+    ):
+        run(cfg)
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------- a run killed mid-training
+
+
+def eval_steps_written(path: Path) -> list[int]:
+    """Steps of the complete records of an eval history another process is appending to."""
+    if not path.is_file():
+        return []
+    steps = []
+    for line in path.read_text().splitlines():
+        try:
+            steps.append(json.loads(line)["step"])
+        except ValueError:  # a line being written right now
+            break
+    return steps
+
+
+TIMINGS = ("step_time", "darling/seconds", "darling/judge_seconds")
+
+
+def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path):
+    """SIGKILL a real recipe process after checkpoint-2, once the held-out evaluation has
+    run past the checkpoint; the rerun drops those evaluations (truncate_history), resumes
+    from the newest complete checkpoint (last_checkpoint) and ends exactly where a run that
+    was never interrupted ends: train log, eval history and final weights."""
+    args = [
+        "--config",
+        "conf/local/math_trl.yaml",
+        "trainer.max_steps=6",
+        "evaluation.every_steps=1",
+        "evaluation.num_samples=4",
+        "evaluation.pass_at_k=[1,4]",
+        "+logging.progress_bar=false",
+        "+logging.print_metrics=false",
+        "+torch_threads=1",
+    ]
+    killed = tmp_path / "killed"
+    history = killed / "eval_history.jsonl"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with (tmp_path / "killed.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "recipes/darling_math.py", *args, f"output_dir={killed}"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 240
+        checkpoint, steps = None, []
+        try:
+            # The window: step 3's evaluation is written, checkpoint-4 is not yet complete
+            # (and likewise step 5 before checkpoint-6).
+            while process.poll() is None and time.monotonic() < deadline:
+                checkpoint, steps = last_checkpoint(killed), eval_steps_written(history)
+                if checkpoint and steps and steps[-1] > checkpoint_step(checkpoint):
+                    process.send_signal(signal.SIGKILL)
+                    break
+                time.sleep(0.01)
+        finally:
+            if process.poll() is None and process.returncode is None:
+                process.send_signal(signal.SIGKILL)
+            code = process.wait()
+    assert code == -signal.SIGKILL, (tmp_path / "killed.log").read_text()[-3000:]
+    assert checkpoint is not None, "the run never wrote a checkpoint"
+    killed_at = checkpoint_step(checkpoint)
+    assert killed_at in (2, 4) and steps[-1] > killed_at  # history ran past the checkpoint
+    assert not (killed / "final_metrics.json").exists()
+
+    main = recipe_main("darling_math")
+    assert main([*args, f"output_dir={killed}"]) == 0  # resume: true is the default
+    straight = tmp_path / "straight"
+    assert main([*args, f"output_dir={straight}"]) == 0
+
+    resumed = json.loads((killed / "final_metrics.json").read_text())
+    assert (resumed["resumed_from_step"], resumed["global_step"]) == (killed_at, 6)
+    for name in ("eval_history.jsonl", "train_log.jsonl"):
+        ours, theirs = read_jsonl(killed / name), read_jsonl(straight / name)
+        # Each step once (without truncate_history the evaluations past the checkpoint
+        # would appear twice), every value as in the uninterrupted run.
+        assert [r["step"] for r in ours] == [r["step"] for r in theirs]
+        assert [r["step"] for r in ours] == (
+            [0, 1, 2, 3, 4, 5, 6] if "eval" in name else [1, 2, 3, 4, 5, 6]
+        )
+        for a, b in zip(ours, theirs, strict=True):
+            a, b = ({k: v for k, v in r.items() if k not in TIMINGS} for r in (a, b))
+            assert a == pytest.approx(b, rel=1e-5, abs=1e-6), a["step"]
+    weights = load_file(killed / "final" / "model.safetensors")
+    for name, tensor in load_file(straight / "final" / "model.safetensors").items():
+        torch.testing.assert_close(weights[name], tensor, rtol=1e-5, atol=1e-6, msg=name)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -49,10 +49,11 @@ from darling_nemo.evals.schema import (
     NoveltyBenchConfig,
     RewardModelConfig,
 )
-from darling_nemo.schema import ConfigError, JudgeConfig
+from darling_nemo.schema import ConfigError, CrossEncoderJudgeConfig, JudgeConfig
 
 NOVELTYBENCH_CLASSIFIER = "yimingzhang/deberta-v3-large-generation-similarity"
 NOVELTYBENCH_THRESHOLD = 0.102
+NOVELTYBENCH_SIDE_TOKENS = 512  # partition.py: each response's first 512 tokens
 
 # ---------------------------------------------------------------------------------------------
 # Partition, ratings, utility (pure)
@@ -131,34 +132,149 @@ def novelty_scores(
     }
 
 
-def describe_judge(cfg: JudgeConfig) -> dict[str, Any]:
-    """Which judge partitioned the generations, and whether it is NoveltyBench's own."""
+def is_noveltybench_classifier(model: str | None) -> bool:
+    """The hub name, or a local copy in a folder of the same name."""
+    return model is not None and (
+        model == NOVELTYBENCH_CLASSIFIER
+        or Path(model).name == NOVELTYBENCH_CLASSIFIER.split("/")[1]
+    )
+
+
+def describe_judge(
+    cfg: JudgeConfig, pair_input: Literal["noveltybench", "judge_template"] = "noveltybench"
+) -> dict[str, Any]:
+    """Which judge partitioned the generations, and whether it is NoveltyBench's own: its
+    DeBERTa classifier, at 0.102, fed NoveltyBench's token-level pair input."""
     model = getattr(cfg, "model", None)
     if cfg.kind == "embedding" and model is None:
         model = "all-MiniLM-L6-v2 (shipped)"
-    is_reference = (
-        cfg.kind == "cross_encoder"
-        and model == NOVELTYBENCH_CLASSIFIER
-        and cfg.threshold == NOVELTYBENCH_THRESHOLD
-    )
+    reference_model = cfg.kind == "cross_encoder" and is_noveltybench_classifier(model)
+    reference_threshold = cfg.threshold == NOVELTYBENCH_THRESHOLD
+    is_reference = reference_model and reference_threshold and pair_input == "noveltybench"
     description = cfg.kind + (f" {model}" if model else "") + f" > {cfg.threshold:g}"
     if cfg.kind == "lexical":
         description = "lexical rules only (identical or short-answer match)"
+    if is_reference:
+        note = (
+            "NoveltyBench's DeBERTa classifier at 0.102 with partition.py's pair input "
+            f"([CLS] a [SEP] b [SEP], each side cut to {NOVELTYBENCH_SIDE_TOKENS} tokens, "
+            "segment ids 0/1); batched with padding, so scores match up to float rounding"
+        )
+    elif reference_model and reference_threshold:
+        note = (
+            "NoveltyBench's classifier at 0.102, but fed the judge's text template "
+            "(pair_input=judge_template), not NoveltyBench's token-level pair input: "
+            "distinct may differ from published numbers"
+        )
+    else:
+        note = (
+            f"stand-in for NoveltyBench's {NOVELTYBENCH_CLASSIFIER} at "
+            f"{NOVELTYBENCH_THRESHOLD}: distinct is not comparable with published numbers"
+        )
     return {
         "kind": cfg.kind,
         "model": model,
         "threshold": cfg.threshold,
+        "pair_input": pair_input if cfg.kind == "cross_encoder" else None,
         "description": description,
         "is_reference": is_reference,
-        "note": (
-            "NoveltyBench's DeBERTa classifier at 0.102; its pair input is built by the "
-            "cross_encoder judge's template, not NoveltyBench's token-level one (each side "
-            "cut to 128 tokens, segment ids 0/1), so expect small differences"
-            if is_reference
-            else f"stand-in for NoveltyBench's {NOVELTYBENCH_CLASSIFIER} at "
-            f"{NOVELTYBENCH_THRESHOLD}: distinct is not comparable with published numbers"
-        ),
+        "note": note,
     }
+
+
+class NoveltyBenchPairJudge:
+    """PairJudge: a sequence-classification checkpoint fed NoveltyBench's pair input.
+
+    As partition.py's classifier_score: ids = [CLS] + a + [SEP] + b + [SEP], each response
+    tokenized without special tokens and cut to its first 512 tokens; token_type_ids 0 up to
+    and including the first [SEP], 1 after (sent only if the tokenizer uses them; DeBERTa-v3
+    checkpoints with type_vocab_size 0 ignore them anyway); P(similar) = softmax(logits)[1].
+    partition.py scores one pair at a time; here pairs sorted by length are batched with
+    padding and an attention mask, which gives the same scores up to float rounding.
+    """
+
+    def __init__(self, judge: CrossEncoderJudgeConfig, tokenizer: str | None = None) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from darling_nemo.judges.cross_encoder import resolve_device, resolve_dtype
+
+        name = tokenizer or judge.model
+        hint = (
+            "; NoveltyBench's classifier ships no tokenizer: set "
+            "pair_tokenizer=microsoft/deberta-v3-large (what partition.py loads)"
+            if tokenizer is None
+            else ""
+        )
+        model = AutoModelForSequenceClassification.from_pretrained(judge.model)
+        if model.config.num_labels < 2:
+            raise ConfigError(f"judge.model {judge.model!r} has fewer than 2 labels")
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(name)
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"cannot load the judge's tokenizer {name!r}: {err}{hint}") from None
+        # transformers 5 builds an EMPTY tokenizer from a folder without tokenizer files
+        # instead of failing: a vocabulary far smaller than the model's is that case.
+        if not 0.5 * model.config.vocab_size <= len(self.tokenizer) <= model.config.vocab_size:
+            raise ConfigError(
+                f"the tokenizer of {name!r} has {len(self.tokenizer)} tokens but the judge "
+                f"model's vocabulary has {model.config.vocab_size}: wrong or missing "
+                f"tokenizer{hint}"
+            )
+        if self.tokenizer.cls_token_id is None or self.tokenizer.sep_token_id is None:
+            raise ConfigError(
+                f"tokenizer {name!r} has no [CLS]/[SEP] tokens: pair_input=noveltybench needs "
+                "an encoder tokenizer (or use pair_input=judge_template)"
+            )
+        self.tokenizer.padding_side = "right"  # as the encoder was trained
+        self.batch_size = judge.batch_size
+        self.device = resolve_device(judge.device)
+        self.model = model.to(self.device, resolve_dtype(judge.dtype, self.device)).eval()
+        self.uses_token_types = "token_type_ids" in self.tokenizer.model_input_names
+
+    def encode(self, a: str, b: str) -> dict[str, list[int]]:
+        """partition.py's input for one pair."""
+        ids = [self.tokenizer.cls_token_id]
+        for text in (a, b):
+            ids += self.tokenizer.encode(
+                text,
+                add_special_tokens=False,
+                truncation=True,
+                max_length=NOVELTYBENCH_SIDE_TOKENS,
+            )
+            ids.append(self.tokenizer.sep_token_id)
+        first_segment = ids.index(self.tokenizer.sep_token_id) + 1
+        encoded = {"input_ids": ids}
+        if self.uses_token_types:
+            encoded["token_type_ids"] = [0] * first_segment + [1] * (len(ids) - first_segment)
+        return encoded
+
+    def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        import torch
+
+        encoded = [self.encode(a, b) for a, b in pairs]
+        order = sorted(range(len(encoded)), key=lambda k: len(encoded[k]["input_ids"]))
+        probs = [0.0] * len(encoded)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            batch = self.tokenizer.pad(
+                [encoded[k] for k in rows], padding=True, return_tensors="pt"
+            )
+            with torch.inference_mode():
+                logits = self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits
+            similar = torch.softmax(logits.float(), dim=-1)[:, 1].tolist()
+            for k, p in zip(rows, similar, strict=True):
+                probs[k] = p
+        return probs
+
+
+def make_noveltybench_judge(cfg: NoveltyBenchConfig) -> PairJudge | None:
+    """The partition judge: a cross_encoder gets NoveltyBench's pair input unless
+    pair_input=judge_template; every other kind is made as in training."""
+    from darling_nemo.judges import make_judge
+
+    if cfg.judge.kind == "cross_encoder" and cfg.pair_input == "noveltybench":
+        return NoveltyBenchPairJudge(cfg.judge, cfg.pair_tokenizer)
+    return make_judge(cfg.judge)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,8 +374,6 @@ def run_noveltybench(
 
     Returns the summary, or None after a generate-only stage.
     """
-    from darling_nemo.judges import make_judge
-
     out = Path(cfg.output_dir)
     prompts = load_prompts(cfg.prompts, cfg.prompt_key, cfg.id_key, cfg.max_prompts)
     gen_path, score_path = out / "generations.jsonl", out / "scores.jsonl"
@@ -291,12 +405,18 @@ def run_noveltybench(
             f"{gen_path}: {len(missing)} prompts have no generations yet (first: {missing[0]}); "
             "run stage=generate first"
         )
-    judge_info = describe_judge(cfg.judge)
+    judge_info = describe_judge(cfg.judge, cfg.pair_input)
+    pair_settings = (  # only a cross_encoder reads them (older output_dirs lack the keys)
+        {"pair_input": cfg.pair_input, "pair_tokenizer": cfg.pair_tokenizer}
+        if cfg.judge.kind == "cross_encoder"
+        else {}
+    )
     check_resume(
         out,
         "noveltybench-score",
         {
             "judge": cfg.judge.model_dump(),
+            **pair_settings,
             "reward_model": cfg.reward_model.model_dump(exclude={"batch_size", "device_map"}),
             "patience": cfg.patience,
         },
@@ -308,7 +428,7 @@ def run_noveltybench(
     pending = [generated[p["id"]] for p in prompts if p["id"] not in scored]
     print(f"noveltybench: {len(prompts) - len(pending)} of {len(prompts)} prompts scored")
     if pending:
-        judge = judge if judge is not None else make_judge(cfg.judge)
+        judge = judge if judge is not None else make_noveltybench_judge(cfg)
         reward_model = reward_model or RewardModel(cfg.reward_model)
         with (
             JsonlWriter(score_path) as writer,

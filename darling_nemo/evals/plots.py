@@ -5,8 +5,11 @@
 Each path is a summary.json or a folder searched for them (math, NoveltyBench and creative
 summaries are told apart by their `eval` field and grouped by `run_name`). Writes:
     pass_at_k_<benchmark>.png   pass@k against k (log axis), one line per run
-    quality_vs_diversity.png    NoveltyBench distinct vs quality (and utility), a point per run
+    quality_vs_diversity.png    NoveltyBench distinct vs quality, utility and utility_darling
+                                (the DARLING paper's number), a point per run
     report.md                   the tables below and the plots
+Creative-writing Elo is one Bradley-Terry fit over the pairwise games of all runs given (read
+from each run's pairwise.jsonl), so the ratings in one report are on one scale.
 """
 
 from __future__ import annotations
@@ -21,18 +24,40 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt
 
+from darling_nemo.evals.creative import fit_elo
+from darling_nemo.evals.records import latest_by_key, read_jsonl
+from darling_nemo.evals.schema import PairwiseConfig
+
 
 def load_summaries(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """Every summary.json under the given files or folders, in a stable order."""
-    summaries = []
+    """Every summary.json under the given files or folders, in a stable order.
+
+    A file reached twice (a folder and its subfolder both given) is read once. Two different
+    summaries of the same kind with the same run_name are refused: their rows, lines and
+    points would be indistinguishable.
+    """
+    summaries: list[dict[str, Any]] = []
+    seen_files: set[Path] = set()
+    seen_names: dict[tuple[str, str], Path] = {}
     for path in map(Path, paths):
         files = sorted(path.rglob("summary.json")) if path.is_dir() else [path]
         if not files or not files[0].exists():
             raise FileNotFoundError(f"no summary.json at or under {path}")
         for file in files:
+            if file.resolve() in seen_files:
+                continue
+            seen_files.add(file.resolve())
             summary = json.loads(file.read_text())
             if summary.get("eval") not in ("math", "noveltybench", "creative"):
                 raise ValueError(f"{file}: not an evaluation summary (no known `eval` field)")
+            name = (summary["eval"], summary["run_name"])
+            if name in seen_names:
+                raise ValueError(
+                    f"two {name[0]} summaries have run_name {name[1]!r}: {seen_names[name]} "
+                    f"and {file}. Give the runs different run_name=... (or edit run_name in "
+                    "one summary.json) so that the report can tell them apart."
+                )
+            seen_names[name] = file
             summaries.append({**summary, "_path": str(file)})
     return summaries
 
@@ -88,11 +113,49 @@ def _noveltybench_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def pooled_elo(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """One Bradley-Terry fit over the pairwise games of every given creative run.
+
+    Each creative summary fits only its own games (centred on elo_mean), so ratings from two
+    summaries are on different scales. The games are in pairwise.jsonl next to each
+    summary.json; pooling them puts every player on one scale (PairwiseConfig's elo_scale,
+    elo_mean and prior_games). None when a run with Elo has no pairwise.jsonl (summaries
+    passed in memory, or copied without their files).
+    """
+    files = []
+    for s in runs:
+        if "elo" not in s:
+            continue
+        games_file = Path(s.get("_path", "")).parent / "pairwise.jsonl"
+        if "_path" not in s or not games_file.exists():
+            return None
+        files.append(games_file.resolve())
+    if not files:
+        return None
+    games = [
+        (r["a"], r["b"], r["score_a"])
+        for f in dict.fromkeys(files)
+        for r in latest_by_key(read_jsonl(f, repair=False), "key").values()
+        if r["status"] == "ok"
+    ]
+    defaults = PairwiseConfig()
+    ratings = fit_elo(games, defaults.elo_scale, defaults.elo_mean, defaults.prior_games)
+    return {"ratings": ratings, "games": len(games)}
+
+
 def _creative_table(runs: list[dict[str, Any]]) -> str:
-    head = ["run", "rubric (0-20)", "x5 (0-100)", "Elo", "judged", "failed", "judge retries"]
+    pooled = pooled_elo(runs)
+    if pooled is not None:
+        elo_head = f"Elo (one fit, {pooled['games']} games)"
+    elif any("elo" in s for s in runs):
+        elo_head = "Elo (per-run fit, not comparable across rows)"
+    else:
+        elo_head = "Elo"
+    head = ["run", "rubric (0-20)", "x5 (0-100)", elo_head, "judged", "failed", "judge retries"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in runs:
-        elo = s.get("elo", {}).get("ratings", {}).get(s["run_name"])
+        ratings = pooled["ratings"] if pooled is not None else s.get("elo", {}).get("ratings", {})
+        elo = ratings.get(s["run_name"])
         score = s["rubric_score"]
         lines.append(
             f"| {s['run_name']} | {'-' if score is None else f'{score:.2f}'} | "
@@ -162,18 +225,22 @@ def plot_pass_at_k(summaries: Sequence[dict[str, Any]], out_dir: str | Path) -> 
     return written
 
 
-def plot_quality_diversity(summaries: Sequence[dict[str, Any]], out_dir: str | Path) -> Path | None:
-    """NoveltyBench plane: distinct classes (x) against mean quality and utility (y)."""
+# (summary key, axis label) of each panel of the quality-vs-diversity figure.
+QUALITY_DIVERSITY_PANELS = (
+    ("mean_quality", "quality: mean rating of all generations (1-10)"),
+    ("mean_utility", "utility (NoveltyBench: patience 0.8, repeats 0)"),
+    ("mean_utility_darling", "utility_darling (the DARLING paper's: sum / n)"),
+)
+
+
+def quality_diversity_figure(summaries: Sequence[dict[str, Any]]) -> Any:
+    """NoveltyBench plane: distinct classes (x) against quality, utility and the paper's
+    utility_darling (y), one panel each; None without NoveltyBench summaries."""
     runs = _of(summaries, "noveltybench")
     if not runs:
         return None
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for ax, key, label in (
-        (axes[0], "mean_quality", "quality: mean rating of all generations (1-10)"),
-        (axes[1], "mean_utility", "utility (patience-discounted, repeats score 0)"),
-    ):
+    fig, axes = plt.subplots(1, len(QUALITY_DIVERSITY_PANELS), figsize=(15, 4.2))
+    for ax, (key, label) in zip(axes, QUALITY_DIVERSITY_PANELS, strict=True):
         for s in runs:
             ax.scatter(s["mean_distinct"], s[key], s=60)
             ax.annotate(
@@ -188,6 +255,16 @@ def plot_quality_diversity(summaries: Sequence[dict[str, Any]], out_dir: str | P
         ax.grid(True, alpha=0.3)
     fig.suptitle("NoveltyBench: quality vs diversity")
     fig.tight_layout()
+    return fig
+
+
+def plot_quality_diversity(summaries: Sequence[dict[str, Any]], out_dir: str | Path) -> Path | None:
+    """quality_vs_diversity.png (see quality_diversity_figure), or None."""
+    fig = quality_diversity_figure(summaries)
+    if fig is None:
+        return None
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "quality_vs_diversity.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -208,6 +208,14 @@ class NoveltyBenchConfig(Strict):
     # NoveltyBench used a DeBERTa-v3-large classifier at threshold 0.102; any judge stands in
     # and the summary says which one was used.
     judge: JudgeConfig = Field(default_factory=LexicalJudgeConfig)
+    # A cross_encoder judge's input. "noveltybench": NoveltyBench's partition.py encoding,
+    # [CLS] a [SEP] b [SEP] built from token ids, each response cut to its first 512 tokens,
+    # segment ids 0 up to the first [SEP] and 1 after, P(similar) = softmax[1]. "judge_template":
+    # the judge's own text template, as in training (`judge.template`, `judge.max_length`).
+    pair_input: Literal["noveltybench", "judge_template"] = "noveltybench"
+    # Tokenizer of the cross_encoder classifier; None: the checkpoint's own. NoveltyBench's
+    # classifier ships none: set microsoft/deberta-v3-large, as partition.py loads.
+    pair_tokenizer: str | None = None
     reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
     # Weights `utility` (NoveltyBench's); `utility_darling` (the DARLING paper's) has none.
     patience: float = Field(0.8, gt=0.0, le=1.0)

@@ -4,10 +4,16 @@ P(similar) = softmax(logits)[-1], the probability of the last label, as the refe
 `probs[-1]` from vLLM. Pairs are formatted by `templates.PairFormatter` (the reference text
 `CLS a SEP b SEP`), tokenized once, sorted by length and run in batches padded only to the
 longest input of each batch.
+
+Each pair gets the input a server gets: the template's word (or token) budget decides the
+text, and the token ids are cut only at the model's own limit (vLLM rejects longer inputs;
+here they are cut, with a warning). Decoder classifiers (Qwen3, Llama: a `score` head on the
+last token) are pooled at the last attended token, as vLLM pools the last token.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +21,8 @@ import torch
 
 from darling_nemo.judges.templates import UNBOUNDED_MODEL_LENGTH, PairFormatter
 from darling_nemo.schema import CrossEncoderJudgeConfig
+
+log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -32,6 +40,27 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return DTYPES[dtype]
+
+
+def sequence_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Logits (batch, num_labels) of a padded batch, pooled as vLLM pools.
+
+    Decoder classifiers (Qwen3, Llama) put a `score` head on the last token. Hugging Face
+    picks "the last token that is not config.pad_token_id", one token early when the
+    tokenizer appends its pad id to every input (Qwen3's appends <|endoftext|>, its pad
+    token); vLLM pools the last token. So the head is applied here to the last attended
+    token. Encoders (BERT, ModernBERT) keep the model's own pooling.
+    """
+    score = getattr(model, "score", None)
+    if not isinstance(score, torch.nn.Linear):
+        return model(**batch).logits
+    mask = batch["attention_mask"]
+    hidden = model.base_model(
+        input_ids=batch["input_ids"], attention_mask=mask, use_cache=False
+    ).last_hidden_state
+    positions = torch.arange(mask.shape[-1], device=mask.device)
+    last = (positions * mask).argmax(dim=-1)  # the last attended position, either padding side
+    return score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])
 
 
 class SequenceClassifier:
@@ -60,8 +89,7 @@ class SequenceClassifier:
             )
         if self.tokenizer.pad_token is None:  # decoder tokenizers (Qwen3): pad with EOS
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        if net.config.pad_token_id is None:  # last-token pooling finds the end by the pad id
-            net.config.pad_token_id = self.tokenizer.pad_token_id
+        self.tokenizer.padding_side = "right"  # every row starts at position 0
         self.model = net.to(self.device, resolve_dtype(dtype, self.device)).eval()
         self.num_labels = int(net.config.num_labels)
         self.id2label = {int(k): str(v) for k, v in net.config.id2label.items()}
@@ -79,8 +107,8 @@ class SequenceClassifier:
 
         max_length None: no truncation (the server rejects over-long inputs, like vLLM).
         """
-        if max_length is None:
-            return self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+        if max_length is None:  # verbose=False: over-long inputs are the caller's to report
+            return self.tokenizer(list(texts), add_special_tokens=True, verbose=False)["input_ids"]
         return self.tokenizer(
             list(texts), add_special_tokens=True, truncation=True, max_length=max_length
         )["input_ids"]
@@ -93,10 +121,13 @@ class SequenceClassifier:
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             batch = self.tokenizer.pad(
-                {"input_ids": [list(ids[k]) for k in rows]}, padding=True, return_tensors="pt"
+                {"input_ids": [list(ids[k]) for k in rows]},
+                padding=True,
+                return_attention_mask=True,
+                return_tensors="pt",
             )
             batch = {k: v.to(self.device) for k, v in batch.items()}
-            logits = self.model(**batch).logits.float()
+            logits = sequence_logits(self.model, batch).float()
             out[rows] = torch.softmax(logits, dim=-1).cpu().numpy()
         return out
 
@@ -115,11 +146,30 @@ class CrossEncoderJudge:
         self.formatter = PairFormatter(
             cfg.template, cfg.max_length, cfg.truncation, self.classifier.tokenizer
         )
-        self.max_length = min(self.formatter.max_length, self.classifier.max_length)
+        # The template's budget shapes the text (words or tokens per response); the ids are
+        # cut only past the model's limit, where a server would reject them. Cutting at the
+        # budget instead would drop the tail of b and the final SEP that the server sees.
+        self.max_length = self.classifier.max_length
+        self.cut_inputs = 0  # inputs cut at the model's limit (warned about once)
 
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         if not pairs:
             return []
         texts = [self.formatter.text(a, b) for a, b in pairs]
-        probs = self.classifier.probs(texts, self.cfg.batch_size, self.max_length)
+        ids = self.classifier.encode(texts)
+        over = [k for k, seq in enumerate(ids) if len(seq) > self.max_length]
+        if over:
+            if not self.cut_inputs:
+                log.warning(
+                    "cross_encoder: %d input(s) longer than the model's %d tokens are cut at that "
+                    "length (losing the end of the second response; a vLLM server rejects them). "
+                    "Set truncation=tokens or a smaller max_length.",
+                    len(over),
+                    self.max_length,
+                )
+            self.cut_inputs += len(over)
+            cut = self.classifier.encode([texts[k] for k in over], self.max_length)
+            for k, seq in zip(over, cut, strict=True):
+                ids[k] = seq
+        probs = self.classifier.probs_from_ids(ids, self.cfg.batch_size)
         return probs[:, -1].tolist()

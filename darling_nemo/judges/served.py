@@ -10,12 +10,15 @@ each), so a slow or dead server never holds a fixed share of the work.
 Failures: a connection error, timeout, 5xx/404 status or malformed reply takes the endpoint
 out of rotation for `endpoint_cooldown_s` and the request is retried elsewhere after an
 exponential backoff (a wait that the call's deadline cut below `request_timeout_s` is not
-the endpoint's fault: it stays in rotation). When every endpoint is resting, the one whose rest ends first is tried
-(so one server that blinked is not locked out). A request that failed `max_attempts` times,
-or passes `deadline_s`, fails the call with a `ServedJudgeError` naming every endpoint and
-the last error; with a `fallback` judge configured, its pairs are judged by the fallback
-instead, and that is logged every time. A 400 reply (e.g. an input longer than the model)
-is a configuration problem that no retry fixes: it fails at once. Never a silent zero.
+the endpoint's fault: it stays in rotation). When every endpoint is resting, the one whose
+rest ends first is tried (so one server that blinked is not locked out), unless a `fallback`
+is configured: then the request fails at once and the fallback judges its pairs, instead of
+waiting up to `max_attempts` x `request_timeout_s` on servers that just failed. A request
+that failed `max_attempts` times, or passes `deadline_s`, fails the call with a
+`ServedJudgeError` naming every endpoint and the last error; with a `fallback` judge
+configured, its pairs are judged by the fallback instead, and that is logged every time.
+A 400 reply (e.g. an input longer than the model) is a configuration problem that no retry
+fixes: it fails at once. Never a silent zero.
 """
 
 from __future__ import annotations
@@ -269,8 +272,14 @@ class ServedJudge:
             if now >= deadline:
                 raise _EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
             rotation = [e for e in self.endpoints if e.resting_until <= now]
-            if not rotation:  # everyone rests: try the one whose rest ends first
-                rotation = [min(self.endpoints, key=lambda e: e.resting_until)]
+            if not rotation:
+                first_back = min(self.endpoints, key=lambda e: e.resting_until)
+                if self.cfg.fallback is not None:  # the fallback answers now, not after rests
+                    raise _EndpointFailure(
+                        f"every endpoint is resting after failures ({first_back.url}: "
+                        f"{first_back.last_error})"
+                    )
+                rotation = [first_back]  # no fallback: try the one whose rest ends first
             free = [e for e in rotation if e.in_flight < self.cfg.max_concurrency]
             if free:
                 endpoint = min(free, key=lambda e: (e.in_flight, e.sent))

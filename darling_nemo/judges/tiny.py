@@ -5,7 +5,7 @@ downloaded. The tokenizer is a word-level `tokenizers` vocabulary (lower-cased w
 unknown words -> [UNK]); the model is built from a config and saved with save_pretrained,
 so everything downstream goes through the ordinary `from_pretrained` loading code.
 
-    python -m darling_nemo.judges.tiny /tmp/tiny-clf [--flavour bert|qwen3]
+    python -m darling_nemo.judges.tiny /tmp/tiny-clf [--flavour bert|qwen3] [--append-pad]
 """
 
 from __future__ import annotations
@@ -142,9 +142,14 @@ def _vocab(specials: list[str]) -> dict[str, int]:
     return {t: i for i, t in enumerate(dict.fromkeys(tokens))}
 
 
-def save_tiny_tokenizer(path: str | Path, flavour: str = "bert", model_max_length: int = 128):
+def save_tiny_tokenizer(
+    path: str | Path, flavour: str = "bert", model_max_length: int = 128, append_pad: bool = False
+):
     """A word-level fast tokenizer. bert: [CLS] x [SEP] added like BERT; qwen3: no CLS/SEP
-    (the qwen3_math template then uses <|im_start|>/<|im_end|>), pad = <|endoftext|>."""
+    (the qwen3_math template then uses <|im_start|>/<|im_end|>), pad = <|endoftext|>.
+
+    append_pad (qwen3): every input ends with <|endoftext|>, the pad id, as the current Qwen3
+    tokenizers append it (QwenLM/Qwen3-Embedding issue #122)."""
     from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
@@ -173,6 +178,12 @@ def save_tiny_tokenizer(path: str | Path, flavour: str = "bert", model_max_lengt
             pair="[CLS] $A [SEP] $B [SEP]",
             special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
         )
+    elif append_pad:
+        tok.post_processor = processors.TemplateProcessing(
+            single="$A <|endoftext|>",
+            pair="$A <|endoftext|> $B <|endoftext|>",
+            special_tokens=[("<|endoftext|>", vocab["<|endoftext|>"])],
+        )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **roles)
     fast.add_special_tokens(
         {"additional_special_tokens": [s for s in specials if s not in roles.values()]}
@@ -182,7 +193,11 @@ def save_tiny_tokenizer(path: str | Path, flavour: str = "bert", model_max_lengt
 
 
 def save_tiny_classifier(
-    path: str | Path, flavour: str = "bert", seed: int = 0, max_positions: int = 128
+    path: str | Path,
+    flavour: str = "bert",
+    seed: int = 0,
+    max_positions: int = 128,
+    append_pad: bool = False,
 ) -> Path:
     """A 2-layer, width-32 sequence classifier with 2 labels, saved with its tokenizer."""
     import torch
@@ -194,7 +209,7 @@ def save_tiny_classifier(
     )
 
     path = Path(path)
-    tok = save_tiny_tokenizer(path, flavour, model_max_length=max_positions)
+    tok = save_tiny_tokenizer(path, flavour, max_positions, append_pad)
     torch.manual_seed(seed)
     labels = {
         "id2label": {0: "different", 1: "similar"},
@@ -239,8 +254,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("path")
     parser.add_argument("--flavour", default="bert", choices=["bert", "qwen3"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--append-pad", action="store_true", help="qwen3: end every input with the pad token"
+    )
     args = parser.parse_args(argv)
-    print(save_tiny_classifier(args.path, args.flavour, args.seed))
+    print(save_tiny_classifier(args.path, args.flavour, args.seed, append_pad=args.append_pad))
 
 
 if __name__ == "__main__":
