@@ -185,3 +185,47 @@ def test_llama70b_memory_arithmetic_fits_80_and_141_gb():
     # 17.6 + 17.6 + 53 = 88 GB: fits 141 GB, not 80 GB
     assert static_gb_per_gpu(h200, params) == pytest.approx(88.3, abs=0.3)
     assert 80 < static_gb_per_gpu(h200, params) < 141 - 10
+
+
+# Every other YAML under conf/, with the schema its recipe validates it against and the keys
+# its header says to give on the command line (they are null in the file: required).
+def _other_schemas() -> dict[str, tuple[object, list[str]]]:
+    from darling_nemo.evals.schema import CreativeEvalConfig, MathEvalConfig, NoveltyBenchConfig
+    from darling_nemo.schema import ClassifierTrainConfig, MiniConfig, TrlRunConfig
+
+    model_run = ["generator.model=/ckpt", "output_dir=/tmp/out"]
+    creative_run = [*model_run, "prompts=/tmp/p.jsonl", "judge.model=judge"]
+    return {
+        "local/math_trl.yaml": (TrlRunConfig, []),
+        "local/wildchat_trl.yaml": (TrlRunConfig, []),
+        "mini/default.yaml": (MiniConfig, []),
+        "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
+        "classifier/minilm_biencoder_noveltybench.yaml": (ClassifierTrainConfig, []),
+        "classifier/serve_8gpu.yaml": ("servers", ["model=/ckpt"]),
+        "eval/math.yaml": (MathEvalConfig, model_run),
+        "eval/math_tiny.yaml": (MathEvalConfig, model_run),
+        "eval/noveltybench.yaml": (NoveltyBenchConfig, model_run),
+        "eval/noveltybench_tiny.yaml": (NoveltyBenchConfig, [*model_run, "reward_model.model=/rm"]),
+        "eval/creative.yaml": (CreativeEvalConfig, creative_run),
+        "eval/creative_tiny.yaml": (CreativeEvalConfig, creative_run),
+    }
+
+
+def test_every_yaml_in_conf_is_validated_by_its_recipes_schema():
+    from darling_nemo.serve_classifiers import load_servers_config
+
+    others = _other_schemas()
+    claimed = {p.relative_to(CONF).as_posix() for p in RECIPE_CONFIGS + BASE_CONFIGS}
+    every = {p.relative_to(CONF).as_posix() for p in CONF.rglob("*.yaml")}
+    # A new YAML must be added here (or be a recipe/base config) so that it is checked too.
+    assert every - claimed == set(others), sorted(every - claimed ^ set(others))
+    for name, (schema, overrides) in others.items():
+        if schema == "servers":
+            load_servers_config(str(CONF / name), overrides)
+            continue
+        defaults = schema().model_dump(mode="json") if schema.__name__.startswith("Class") else {}
+        raw = {**defaults, **load_config(CONF / name, overrides)}
+        try:
+            schema.model_validate(raw)
+        except Exception as err:  # name the file in the failure
+            raise AssertionError(f"conf/{name}: {err}") from err
