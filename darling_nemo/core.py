@@ -205,30 +205,46 @@ def partition_groups(
     ]
 
 
+def partition_groups_in_one_call(
+    groups: Sequence[Sequence[str]], judge: PairJudge | None, threshold: float
+) -> list[Partition]:
+    """The reference procedure: decide every pair the lexical rules leave open, all groups in
+    one judge call, then union-find. Same classes as `partition_groups`; more pairs judged,
+    but one round trip per step instead of up to n-1 (for a judge whose latency, not its
+    throughput, is the cost)."""
+    forests = [_UnionFind(len(g)) for g in groups]
+    undecided: list[tuple[int, int, int]] = []  # (group index, i, j)
+    for g, group in enumerate(groups):
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                decision = lexical_decision(group[i], group[j])
+                if decision is None:
+                    undecided.append((g, i, j))
+                elif decision:
+                    forests[g].union(i, j)
+    judged = [0] * len(groups)
+    if judge is not None and undecided:
+        probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in undecided]))
+        if len(probs) != len(undecided):
+            raise ValueError(
+                f"judge returned {len(probs)} probabilities for {len(undecided)} pairs"
+            )
+        check_finite(probs, "judge probabilities")
+        for (g, i, j), p in zip(undecided, probs, strict=True):
+            judged[g] += 1
+            if float(p) > threshold:
+                forests[g].union(i, j)
+    return [
+        Partition(uf.labels(), judged[g], len(groups[g]) * (len(groups[g]) - 1) // 2)
+        for g, uf in enumerate(forests)
+    ]
+
+
 def partition_all_pairs(
     responses: Sequence[str], judge: PairJudge | None, threshold: float
 ) -> Partition:
-    """The reference procedure, literally: decide every pair, then union-find.
-
-    Kept as the specification `partition_groups` is tested against, and for benchmarks.
-    """
-    n = len(responses)
-    uf = _UnionFind(n)
-    undecided = []
-    for i in range(n):
-        for j in range(i + 1, n):
-            decision = lexical_decision(responses[i], responses[j])
-            if decision is None:
-                undecided.append((i, j))
-            elif decision:
-                uf.union(i, j)
-    if judge is not None and undecided:
-        probs = judge([(responses[i], responses[j]) for i, j in undecided])
-        for (i, j), p in zip(undecided, probs, strict=True):
-            if float(p) > threshold:
-                uf.union(i, j)
-    judged = len(undecided) if judge is not None else 0
-    return Partition(uf.labels(), judged, n * (n - 1) // 2)
+    """One group, every pair decided: the specification `partition_groups` is tested against."""
+    return partition_groups_in_one_call([responses], judge, threshold)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,6 +416,7 @@ class DarlingSettings:
     normalize_std: bool
     std_epsilon: float
     threshold: float
+    judge_rounds: str  # "waves" (partition_groups) or "one" (partition_groups_in_one_call)
 
 
 @dataclass(frozen=True)
@@ -459,7 +476,10 @@ def darling_batch(
             else rows[q[rows] > 0]  # only the correct responses are partitioned
             for rows in groups
         ]
-        parts = partition_groups(
+        partition = (
+            partition_groups if settings.judge_rounds == "waves" else partition_groups_in_one_call
+        )
+        parts = partition(
             [[responses[i] for i in rows] for rows in scoped], judge, settings.threshold
         )
         for rows, sub, part in zip(groups, scoped, parts, strict=True):

@@ -310,6 +310,10 @@ class DarlingConfig(Strict):
     normalize_std: bool = False  # DARLING drops std normalisation; GRPO baselines turn it on
     std_epsilon: float = Field(1e-6, gt=0.0)
     judge: JudgeConfig = Field(default_factory=LexicalJudgeConfig)
+    # Same classes either way. waves: pairs already joined are never judged (fewer pairs, up
+    # to n-1 judge calls per step); one: every pair in one call, as the reference (more pairs,
+    # one round trip: for a served judge whose latency dominates).
+    judge_rounds: Literal["waves", "one"] = "waves"
 
     def settings(self) -> DarlingSettings:
         """The plain-value knobs the pure core takes."""
@@ -324,6 +328,7 @@ class DarlingConfig(Strict):
             normalize_std=self.normalize_std,
             std_epsilon=self.std_epsilon,
             threshold=self.judge.threshold,
+            judge_rounds=self.judge_rounds,
         )
 
 

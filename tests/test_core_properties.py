@@ -23,6 +23,7 @@ from darling_nemo.core import (
     fuse,
     partition_all_pairs,
     partition_groups,
+    partition_groups_in_one_call,
 )
 from darling_nemo.schema import validate_darling
 
@@ -61,6 +62,35 @@ def test_waved_partition_equals_all_pairs_union_find(groups, seed, thr):
         reference = partition_all_pairs(g, judge, thr)
         assert part.class_ids == reference.class_ids
         assert part.pairs_judged <= reference.pairs_judged <= part.pairs_total
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    groups=st.lists(group, min_size=1, max_size=4),
+    quality=st.lists(st.sampled_from([0.0, 1.0]), min_size=32, max_size=32),
+    seed=st.integers(),
+)
+def test_one_judge_call_per_step_gives_the_waves_result(groups, quality, seed):
+    """darling.judge_rounds=one: the same rewards and advantages from a single judge call."""
+    calls = {"waves": 0, "one": 0}
+    responses = [r for g in groups for r in g]
+    gids = [k for k, g in enumerate(groups) for _ in g]
+    outs = {}
+    for rounds in calls:
+
+        def counted(pairs, rounds=rounds):
+            calls[rounds] += 1
+            return seeded_judge(seed)(pairs)
+
+        s = validate_darling({"judge_rounds": rounds}).settings()
+        outs[rounds] = darling_batch(responses, quality[: len(responses)], gids, counted, s)
+    np.testing.assert_array_equal(outs["one"].class_ids, outs["waves"].class_ids)
+    np.testing.assert_allclose(outs["one"].advantage, outs["waves"].advantage)
+    assert calls["one"] == min(calls["waves"], 1)  # one call whenever waves needed any
+    assert outs["one"].pairs_judged >= outs["waves"].pairs_judged
+    per_group = partition_groups_in_one_call(groups, seeded_judge(seed), 0.5)
+    for g, part in zip(groups, per_group, strict=True):
+        assert part == partition_all_pairs(g, seeded_judge(seed), 0.5)
 
 
 @settings(max_examples=2000, deadline=None)
