@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -79,6 +80,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def two_free_ports() -> int:
+    """A port `base` such that base and base+1 can both be bound, drawn below Linux's
+    ephemeral range (32768+): client sockets of other tests take ports from that range, and
+    one did take base+1 between the check and the server's bind."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000)
+        try:
+            with socket.socket() as first, socket.socket() as second:
+                first.bind(("127.0.0.1", base))
+                second.bind(("127.0.0.1", base + 1))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no two consecutive free ports in 20000-32000")
 
 
 @pytest.fixture(scope="module")
@@ -563,11 +581,7 @@ def test_launcher_reads_the_shipped_config(capsys):
 
 
 def test_launcher_runs_local_servers_and_stops_them(model_dir, reference, tmp_path):
-    while True:  # two consecutive free ports
-        base = free_port()
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", base + 1)) != 0:
-                break
+    base = two_free_ports()
     endpoints_file = tmp_path / "endpoints.yaml"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "darling_nemo.serve_classifiers", f"model={model_dir}",
