@@ -190,15 +190,32 @@ def partition_groups(
         if not wave:
             break
         assert judge is not None
-        probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in wave]))
-        if len(probs) != len(wave):
-            raise ValueError(f"judge returned {len(probs)} probabilities for {len(wave)} pairs")
-        check_finite(probs, "judge probabilities")  # NaN > threshold is False: not silent
-        for (g, i, j), p in zip(wave, probs, strict=True):
-            judged[g] += 1
-            if float(p) > threshold:
-                forests[g].union(i, j)
+        _judge_and_join(wave, groups, judge, threshold, forests, judged)
+    return _partitions(groups, forests, judged)
 
+
+def _judge_and_join(
+    pairs: list[tuple[int, int, int]],
+    groups: Sequence[Sequence[str]],
+    judge: PairJudge,
+    threshold: float,
+    forests: list[_UnionFind],
+    judged: list[int],
+) -> None:
+    """One judge call for (group, i, j) pairs; joins the pairs judged equivalent."""
+    probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in pairs]))
+    if len(probs) != len(pairs):
+        raise ValueError(f"judge returned {len(probs)} probabilities for {len(pairs)} pairs")
+    check_finite(probs, "judge probabilities")  # NaN > threshold is False: not silent
+    for (g, i, j), p in zip(pairs, probs, strict=True):
+        judged[g] += 1
+        if float(p) > threshold:
+            forests[g].union(i, j)
+
+
+def _partitions(
+    groups: Sequence[Sequence[str]], forests: list[_UnionFind], judged: list[int]
+) -> list[Partition]:
     return [
         Partition(uf.labels(), judged[g], len(groups[g]) * (len(groups[g]) - 1) // 2)
         for g, uf in enumerate(forests)
@@ -224,20 +241,8 @@ def partition_groups_in_one_call(
                     forests[g].union(i, j)
     judged = [0] * len(groups)
     if judge is not None and undecided:
-        probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in undecided]))
-        if len(probs) != len(undecided):
-            raise ValueError(
-                f"judge returned {len(probs)} probabilities for {len(undecided)} pairs"
-            )
-        check_finite(probs, "judge probabilities")
-        for (g, i, j), p in zip(undecided, probs, strict=True):
-            judged[g] += 1
-            if float(p) > threshold:
-                forests[g].union(i, j)
-    return [
-        Partition(uf.labels(), judged[g], len(groups[g]) * (len(groups[g]) - 1) // 2)
-        for g, uf in enumerate(forests)
-    ]
+        _judge_and_join(undecided, groups, judge, threshold, forests, judged)
+    return _partitions(groups, forests, judged)
 
 
 def partition_all_pairs(
