@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from darling_nemo.evals.generation import Sampler, generate_to_jsonl, generation_settings
+from darling_nemo.evals.generation import Sampler, generate_to_jsonl
 from darling_nemo.evals.math import run_name_of
 from darling_nemo.evals.records import (
     JsonlWriter,
@@ -522,19 +522,14 @@ def run_creative(cfg: CreativeEvalConfig, sampler: Sampler | None = None) -> dic
     out = Path(cfg.output_dir)
     me = run_name_of(cfg.run_name, cfg.generator.model)
     prompts = load_prompts(cfg.prompts, cfg.prompt_key, cfg.id_key, cfg.max_prompts)
-    check_resume(
-        out,
-        "creative-generate",
-        generation_settings(cfg.generator, cfg.prompt, cfg.sampling),
-    )
     generated = generate_to_jsonl(
-        sampler or cfg.generator,
+        cfg.generator,
         cfg.prompt,
         cfg.sampling,
         prompts,
         out / "generations.jsonl",
-        cfg.generator.chunk_items,
-        "creative generate",
+        "creative-generate",
+        sampler,
     )
     check_resume(
         out,

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
-from darling_nemo.evals.records import JsonlWriter, latest_by_key, read_jsonl
+from darling_nemo.evals.records import JsonlWriter, check_resume, latest_by_key, read_jsonl
 from darling_nemo.evals.schema import GeneratorConfig, PromptConfig, SamplingConfig
 from darling_nemo.schema import ConfigError
 
@@ -239,27 +239,30 @@ def generation_settings(
 
 
 def generate_to_jsonl(
-    sampler: Sampler | GeneratorConfig,
+    generator: GeneratorConfig,
     prompt: PromptConfig,
     sampling: SamplingConfig,
     prompts: Sequence[dict[str, str]],
-    path: str | Path,
-    chunk_items: int,
-    desc: str,
+    path: Path,
+    stage: str,
+    sampler: Sampler | None,
 ) -> dict[str, dict[str, Any]]:
     """Generations for [{id, prompt}] rows, resumed from and appended to a JSONL file.
 
-    `sampler` may be a GeneratorConfig: the model is then loaded only if something is left
-    to generate. Returns every record on file by id. Record: id, prompt, prompt_text,
-    generations[n], num_tokens[n], truncated[n].
+    Resuming under other generation settings is refused (`stage` names them in the output
+    directory's resume.json). Without a `sampler` the generator's model is loaded only if
+    something is left to generate. Returns every record on file by id. Record: id, prompt,
+    prompt_text, generations[n], num_tokens[n], truncated[n].
     """
+    check_resume(path.parent, stage, generation_settings(generator, prompt, sampling))
+    desc = stage.replace("-", " ")
     generated = latest_by_key(read_jsonl(path), "id")
     pending = [p for p in prompts if p["id"] not in generated]
     print(f"{desc}: {len(prompts) - len(pending)} of {len(prompts)} prompts already generated")
     if not pending:
         return generated
-    if isinstance(sampler, GeneratorConfig):
-        sampler = make_sampler(sampler)
+    if sampler is None:
+        sampler = make_sampler(generator)
     with JsonlWriter(path) as writer:
 
         def on_done(item: Item, text: str, completions: list[Completion]) -> None:
@@ -279,7 +282,7 @@ def generate_to_jsonl(
             prompt,
             sampling,
             [Item(p["id"], p) for p in pending],
-            chunk_items,
+            generator.chunk_items,
             on_done,
             desc,
         )

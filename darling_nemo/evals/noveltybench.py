@@ -33,7 +33,6 @@ from darling_nemo.evals.generation import (
     Sampler,
     dtype_kwargs,
     generate_to_jsonl,
-    generation_settings,
 )
 from darling_nemo.evals.math import run_name_of
 from darling_nemo.evals.records import (
@@ -381,19 +380,14 @@ def run_noveltybench(
     # Stage 1: generations.
     generated = latest_by_key(read_jsonl(gen_path), "id")
     if cfg.stage in ("all", "generate"):
-        check_resume(
-            out,
-            "noveltybench-generate",
-            generation_settings(cfg.generator, cfg.prompt, cfg.sampling),
-        )
         generated = generate_to_jsonl(
-            sampler or cfg.generator,
+            cfg.generator,
             cfg.prompt,
             cfg.sampling,
             prompts,
             gen_path,
-            cfg.generator.chunk_items,
-            "noveltybench generate",
+            "noveltybench-generate",
+            sampler,
         )
         if cfg.stage == "generate":
             return None
