@@ -199,11 +199,11 @@ def test_judge_is_flagged():
     ref = CrossEncoderJudgeConfig(
         model="yimingzhang/deberta-v3-large-generation-similarity", threshold=0.102
     )
-    assert describe_judge(ref)["is_reference"] is True
-    stand_in = describe_judge(EmbeddingJudgeConfig())
+    assert describe_judge(ref, "noveltybench")["is_reference"] is True
+    stand_in = describe_judge(EmbeddingJudgeConfig(), "noveltybench")
     assert stand_in["is_reference"] is False and "stand-in" in stand_in["note"]
     assert "MiniLM" in stand_in["description"]
-    assert describe_judge(LexicalJudgeConfig())["is_reference"] is False
+    assert describe_judge(LexicalJudgeConfig(), "noveltybench")["is_reference"] is False
 
 
 def test_config_validation():
@@ -454,12 +454,12 @@ def test_reference_judge_needs_a_tokenizer(tmp_path):
 def test_reference_flag_needs_the_reference_input():
     ref = CrossEncoderJudgeConfig(model="/models/deberta-v3-large-generation-similarity")
     ref = ref.model_copy(update={"threshold": 0.102})
-    assert describe_judge(ref)["is_reference"] is True  # a local copy counts
-    assert "segment ids" in describe_judge(ref)["note"]
+    assert describe_judge(ref, "noveltybench")["is_reference"] is True  # a local copy counts
+    assert "segment ids" in describe_judge(ref, "noveltybench")["note"]
     template = describe_judge(ref, "judge_template")
     assert template["is_reference"] is False and "text template" in template["note"]
     other = ref.model_copy(update={"threshold": 0.5})
-    assert describe_judge(other)["is_reference"] is False
+    assert describe_judge(other, "noveltybench")["is_reference"] is False
 
 
 @pytest.mark.slow

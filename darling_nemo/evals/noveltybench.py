@@ -140,7 +140,7 @@ def is_noveltybench_classifier(model: str | None) -> bool:
 
 
 def describe_judge(
-    cfg: JudgeConfig, pair_input: Literal["noveltybench", "judge_template"] = "noveltybench"
+    cfg: JudgeConfig, pair_input: Literal["noveltybench", "judge_template"]
 ) -> dict[str, Any]:
     """Which judge partitioned the generations, and whether it is NoveltyBench's own: its
     DeBERTa classifier, at 0.102, fed NoveltyBench's token-level pair input."""
