@@ -35,8 +35,10 @@ step grpo_train logs its `train/*` metrics.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -436,11 +438,35 @@ def train(
     is set right before grpo_train, to save and stop DARLING_SAVE_MARGIN_S before the job's
     end whatever the setup took; the launcher then requeues the job.
     """
-    from nemo_rl.algorithms.grpo import grpo_train, setup
-
     save_by = save_by_epoch(  # read (and checked) before the long setup
         os.environ.get("DARLING_JOB_END_EPOCH"), os.environ.get("DARLING_SAVE_MARGIN_S")
     )
+    failure = None
+    try:
+        _setup_and_train(cfg, tokenizer, data, save_by)
+    except Exception:
+        failure = traceback.format_exc()
+    if failure is not None:
+        # NeMo-RL v0.4.0's RayVirtualCluster shuts itself down in __del__, which re-initialises
+        # Ray when it runs at interpreter exit: a failed driver then hangs instead of exiting.
+        # Collect the failed run's objects now, while Ray is still connected.
+        gc.collect()
+        raise DriverFailed(failure)
+
+
+
+class DriverFailed(RuntimeError):
+    """NeMo-RL's setup() or grpo_train() raised; the message is the traceback."""
+
+
+def _setup_and_train(
+    cfg: dict[str, Any],
+    tokenizer: Any,
+    data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
+    save_by: float | None,
+) -> None:
+    from nemo_rl.algorithms.grpo import grpo_train, setup
+
     dataset, val_dataset, task_to_env, val_task_to_env = data
     (
         policy,

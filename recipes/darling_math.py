@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="YAML config (conf/*.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="validate and print only")
+    parser.add_argument("--rehearse", action="store_true", help="run it whole on this CPU")
     parser.add_argument("overrides", nargs="*", help="a.b=c overrides (strict; +a.b=c adds)")
     args = parser.parse_args(argv)
 
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"{args.config}: {err}", file=sys.stderr)
         return 2
+    if args.rehearse:
+        from darling_nemo.rehearsal.run import rehearse
+
+        return rehearse(Path(__file__).resolve(), args.config, args.overrides, TASK)
     print(yaml.safe_dump(cfg, sort_keys=False), flush=True)
     if args.dry_run:
         return 0
@@ -80,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     data = nemo.setup_data(tokenizer, cfg, TASK)
 
     # 5. NeMo-RL setup() + grpo_train(), DARLING reward after every rollout.
-    nemo.train(cfg, tokenizer, data)
+    try:
+        nemo.train(cfg, tokenizer, data)
+    except nemo.DriverFailed as failed:
+        print(failed, file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

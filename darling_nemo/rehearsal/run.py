@@ -1,0 +1,322 @@
+"""`recipes/darling_*.py --config X --rehearse`: NeMo-RL v0.4.0's whole run, on this CPU.
+
+What runs for real: the recipe itself (a child process per phase, with the user's config
+and overrides plus the shrink overrides of shrink.py), NeMo-RL's setup() and grpo_train(),
+RayVirtualCluster on a private Ray with fake GPUs, Policy/VllmGeneration/RayWorkerGroup
+(sharding, sequence packing), refit, MathEnvironment or RewardModelEnvironment, NeMo-RL's
+loss, validation, CheckpointManager, logger and dataloader-state resume, the DARLING hook
+and judge (a served judge talks to a classify_server on 127.0.0.1). Stood in for: the GPU
+worker classes (standins.py). Phases:
+  run 1 -- setup, training step 1, validation (when the config validates), checkpoint, stop
+  run 2 -- resume from that checkpoint (weights checked bit for bit), step 2, checkpoint
+Prints what it shrank, each phase with PASS/FAIL, and last `rehearsal: PASS` or
+`rehearsal: FAIL at <phase>: <error>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from darling_nemo.config import load_config, save_config
+from darling_nemo.rehearsal.shrink import shrink_overrides, shrunk_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+SITE = Path(__file__).resolve().parent / "site"
+DATA = {
+    "math": REPO / "conf" / "local" / "data" / "aime25_first8.jsonl",
+    "wildchat": REPO / "conf" / "local" / "data" / "noveltybench_curated_first8.jsonl",
+}
+PHASE_TIMEOUT_S = 900
+
+
+class RehearsalFailure(Exception):
+    def __init__(self, phase: str, error: str) -> None:
+        super().__init__(f"{phase}: {error}")
+        self.phase, self.error = phase, error
+
+
+@dataclass
+class Rehearsal:
+    recipe: Path
+    config_path: str
+    overrides: list[str]
+    task: str
+    workdir: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=os.pathsep.join(
+                [str(SITE), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+            DARLING_REHEARSAL_DIR=str(self.workdir),
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            NEMO_RL_PY_EXECUTABLES_SYSTEM="1",
+            RAY_USAGE_STATS_ENABLED="0",
+            TOKENIZERS_PARALLELISM="false",
+            OMP_NUM_THREADS="1",
+            PYTHONUNBUFFERED="1",
+        )
+        return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_until(check: Any, timeout_s: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what}: the process exited with status {proc.returncode}")
+        if check():
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{what}: not ready after {timeout_s:.0f} s")
+
+
+@contextmanager
+def _process_group(cmd: list[str], env: dict[str, str], log: Path):
+    """A child in its own session; on exit its whole process group is stopped (it and only
+    what it started: Ray's daemons and workers, or the classifier server)."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(wait_s)
+                time.sleep(0.5)  # let the group's other members take the signal too
+            except subprocess.TimeoutExpired:
+                continue
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # anything of the group still alive
+        except ProcessLookupError:
+            pass
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def prompts_file(task: str, out: Path, first: int, count: int) -> Path:
+    """The rehearsal's prompts in NeMo-RL's ResponseDataset format (darling-prep-* output),
+    shortest first so most fit the shrunk prompt length (the longest may not: over-long
+    prompts are part of what is rehearsed)."""
+    rows = [json.loads(line) for line in DATA[task].read_text().splitlines() if line.strip()]
+    if task == "math":
+        items = [{"input": r["question"], "output": r["answer"]} for r in rows]
+    else:
+        items = [{"input": r["prompt"], "output": ""} for r in rows]
+    items.sort(key=lambda r: len(r["input"]))
+    with out.open("w") as handle:
+        for k, item in enumerate(items[first : first + count]):
+            handle.write(json.dumps({**item, "task_name": task, "id": f"rehearsal-{k}"}) + "\n")
+    return out
+
+
+def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any]]:
+    """Tiny models, prompts, the shrunk config (written to the work folder); prints what
+    shrank."""
+    from darling_nemo.rehearsal import models
+
+    cfg = load_config(r.config_path, r.overrides)
+    policy = models.save_tiny_policy(r.workdir / "policy", cfg["policy"]["model_name"], 1024)
+    rm = None
+    if cfg["env"]["reward_model"]["enabled"]:
+        rm = models.save_tiny_reward_model(
+            r.workdir / "reward_model", cfg["env"]["reward_model"]["model_name"], 1024
+        )
+    judge = cfg["darling"]["judge"]
+    classifier = None
+    if judge["kind"] in ("served", "cross_encoder", "ray_pool"):
+        template = judge.get("template") or judge.get("classifier", {}).get("template", "modernbert")
+        classifier = models.save_tiny_pair_classifier(r.workdir / "classifier", template)
+    changes = shrink_overrides(
+        cfg,
+        policy_dir=str(policy),
+        reward_model_dir=str(rm) if rm else None,
+        train_data=str(prompts_file(r.task, r.workdir / "train.jsonl", 0, 8)),
+        val_data=str(prompts_file(r.task, r.workdir / "val.jsonl", 0, 2)),
+        workdir=str(r.workdir),
+        judge_url=judge_url,
+        classifier_dir=str(classifier) if classifier else None,
+    )
+    flat = load_config(r.config_path, r.overrides)
+    for key, value in changes:
+        old = flat
+        for part in key.split("."):
+            old = old.get(part) if isinstance(old, dict) else None
+        print(f"  shrink {key}: {old!r} -> {value!r}", flush=True)
+    shrunk = load_config(
+        r.config_path,
+        [*r.overrides, *(f"{key}={json.dumps(value)}" for key, value in changes)],
+    )
+    path = r.workdir / "rehearsal_config.yaml"
+    save_config(shrunk, path)
+    return path, shrunk
+
+
+def run_phase(r: Rehearsal, name: str, config: Path, steps: int, log: Path) -> str:
+    """One recipe run as the user starts it (a fresh process), up to grpo.max_num_steps."""
+    cmd = [sys.executable, str(r.recipe), "--config", str(config), f"grpo.max_num_steps={steps}"]
+    with log.open("w") as out:
+        try:
+            proc = subprocess.run(
+                cmd, env=r.env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                timeout=PHASE_TIMEOUT_S, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise RehearsalFailure(name, f"no result after {PHASE_TIMEOUT_S} s (log: {log})") from None
+    text = log.read_text(errors="replace")
+    if proc.returncode != 0:
+        raise RehearsalFailure(name, f"{_last_error(text)} (exit {proc.returncode}; log: {log})")
+    return text
+
+
+def _last_error(text: str) -> str:
+    """The last exception line of a log (Ray prefixes actor lines with (Actor pid=...))."""
+    lines = [re.sub(r"^\(.*?\)\s*", "", line).strip() for line in text.splitlines()]
+    errors = [
+        line for line in lines
+        if re.match(r"^[\w.]*(Error|Exception|Failure)\b:?", line) or line.startswith("invalid config")
+    ]
+    return errors[-1] if errors else (lines[-1] if lines else "no output")
+
+
+def check(condition: bool, phase: str, error: str) -> None:
+    if not condition:
+        raise RehearsalFailure(phase, error)
+
+
+def rehearse(recipe: Path, config_path: str, overrides: list[str], task: str) -> int:
+    """The whole rehearsal; returns the exit status (0 only on PASS)."""
+    workdir = Path(tempfile.mkdtemp(prefix="darling-rehearsal-", dir="/tmp"))
+    r = Rehearsal(recipe, config_path, list(overrides), task, workdir)
+    print(f"rehearsal of {config_path} {' '.join(overrides)} in {workdir}", flush=True)
+    started, phase = time.monotonic(), "prepare"
+    # A killed rehearsal (Ctrl-C, SIGTERM) still stops its Ray and server on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        with ExitStack() as stack:
+            judge_port = _free_port()
+            cfg, shrunk = None, None
+            config, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
+            print("phase prepare (tiny models, prompts, shrunk config): PASS", flush=True)
+            if shrunk["darling"]["judge"]["kind"] == "served":
+                phase = "judge server"
+                server = stack.enter_context(
+                    _process_group(
+                        [sys.executable, "-m", "darling_nemo.classify_server", "serve",
+                         str(workdir / "classifier"), "--task", "classify",
+                         "--host", "127.0.0.1", "--port", str(judge_port)],
+                        r.env, workdir / "classifier_server.log",
+                    )
+                )
+                try:
+                    _wait_until(lambda: _http_ok(f"http://127.0.0.1:{judge_port}/health"), 120, "classifier server", server)
+                except RuntimeError as err:
+                    raise RehearsalFailure(phase, str(err)) from None
+                print(f"phase judge server (classify_server on 127.0.0.1:{judge_port}): PASS", flush=True)
+            phase = "ray"
+            cluster = shrunk_cluster(load_config(config_path, overrides))
+            gpus = shrunk["cluster"]["gpus_per_node"] * shrunk["cluster"]["num_nodes"]
+            ray_port = _free_port()
+            ray_proc = stack.enter_context(
+                _process_group(
+                    ["ray", "start", "--head", "--block", f"--port={ray_port}",
+                     f"--num-gpus={gpus}", f"--num-cpus={16 + 4 * gpus}",
+                     f"--temp-dir={workdir / 'ray'}", "--include-dashboard=false",
+                     "--disable-usage-stats"],
+                    r.env, workdir / "ray.log",
+                )
+            )
+            os.environ["RAY_ADDRESS"] = f"127.0.0.1:{ray_port}"
+            try:
+                _wait_until(lambda: _port_open(ray_port), 120, "ray", ray_proc)
+            except RuntimeError as err:
+                raise RehearsalFailure(phase, str(err)) from None
+            print(
+                f"phase ray (private, 127.0.0.1:{ray_port}, {gpus} fake GPUs: policy "
+                f"{cluster['policy_world']} = {cluster['policy_nodes']} node(s) x "
+                f"{cluster['gpus_per_node']}, DP {cluster['dp']}"
+                + (", reward model 1" if cluster["rm_nodes"] else "") + "): PASS",
+                flush=True,
+            )
+            r_env_ray = {**r.env, "RAY_ADDRESS": os.environ["RAY_ADDRESS"]}
+            r.__dict__["_env"] = r_env_ray
+            phase = "run 1 (setup, step 1, validation, checkpoint, stop)"
+            t0 = time.monotonic()
+            text = run_phase(_with_env(r, r_env_ray), phase, config, 1, workdir / "run1.log")
+            verify_run(text, shrunk, phase, workdir, step=1, resumed=False)
+            print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
+            phase = "run 2 (resume from step 1, step 2, checkpoint)"
+            t0 = time.monotonic()
+            text = run_phase(_with_env(r, r_env_ray), phase, config, 2, workdir / "run2.log")
+            verify_run(text, shrunk, phase, workdir, step=2, resumed=True)
+            print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
+    except RehearsalFailure as failure:
+        print(f"rehearsal: FAIL at {failure.phase}: {failure.error}", flush=True)
+        return 1
+    except Exception as err:  # anything unforeseen is still one clear line
+        print(f"rehearsal: FAIL at {phase}: {type(err).__name__}: {err}", flush=True)
+        return 1
+    finally:
+        os.environ.pop("RAY_ADDRESS", None)
+    print(f"rehearsal: PASS ({time.monotonic() - started:.0f} s; logs in {workdir})", flush=True)
+    return 0
+
+
+def _with_env(r: Rehearsal, env: dict[str, str]) -> Rehearsal:
+    class _R(Rehearsal):
+        @property
+        def env(self) -> dict[str, str]:
+            return env
+
+    return _R(r.recipe, r.config_path, r.overrides, r.task, r.workdir)
+
+
+def verify_run(text: str, cfg: dict[str, Any], phase: str, workdir: Path, step: int, resumed: bool) -> None:
+    """What one run must have done, read from its log and its files."""
+    check("SETUP COMPLETE" in text, phase, "NeMo-RL's setup() did not complete")
+    check("DARLING:" in text, phase, "no DARLING metrics were logged for the training step")
+    if resumed:
+        check("weights read back" in text, phase, "the policy did not load the saved weights")
+    ckpt = workdir / "checkpoints" / f"step_{step}"
+    if cfg["checkpointing"]["enabled"]:
+        check((ckpt / "policy" / "weights").is_dir(), phase, f"no checkpoint at {ckpt}")
+    if cfg["grpo"]["val_period"] > 0:
+        check("Validation" in text, phase, "validation did not run")

@@ -1,0 +1,80 @@
+"""Swap NeMo-RL's GPU worker classes for the CPU stand-ins, in every process of a rehearsal.
+
+NeMo-RL builds its workers from class-path strings (`RayWorkerBuilder(class_path, ...)`) in
+the driver and, for the reward model, inside the RewardModelEnvironment actor, then imports
+them inside other Ray actors. `install()` patches `RayWorkerBuilder` to map those class paths
+to darling_nemo/rehearsal/standins.py and points their Python at this interpreter
+(`ACTOR_ENVIRONMENT_REGISTRY`), right after NeMo-RL's modules are imported. It runs in
+every Python process the rehearsal starts: site/sitecustomize.py calls it when
+DARLING_REHEARSAL_DIR is set, and the rehearsal puts that folder first on PYTHONPATH, which
+Ray hands to every worker it starts.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from darling_nemo.rehearsal.standins import STAND_INS
+
+
+def _patch_worker_builder(module: ModuleType) -> None:
+    builder = module.RayWorkerBuilder
+    original_init = builder.__init__
+    if getattr(original_init, "_rehearsal", False):
+        return
+
+    def init(self: Any, ray_actor_class_fqn: str, *args: Any, **kwargs: Any) -> None:
+        original_init(self, STAND_INS.get(ray_actor_class_fqn, ray_actor_class_fqn), *args, **kwargs)
+
+    init._rehearsal = True  # type: ignore[attr-defined]
+    builder.__init__ = init
+
+
+def _patch_registry(module: ModuleType) -> None:
+    from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
+
+    for class_path in (*STAND_INS, *STAND_INS.values()):
+        module.ACTOR_ENVIRONMENT_REGISTRY[class_path] = PY_EXECUTABLES.SYSTEM
+
+
+PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    "nemo_rl.distributed.worker_groups": _patch_worker_builder,
+    "nemo_rl.distributed.ray_actor_environment_registry": _patch_registry,
+}
+
+
+class _PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; wraps the loader of the modules in PATCHES so the patch runs
+    right after the module executes."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in PATCHES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+            if spec is not None and spec.loader is not None:
+                exec_module = spec.loader.exec_module
+
+                def exec_then_patch(module: ModuleType, _exec: Any = exec_module) -> None:
+                    _exec(module)
+                    PATCHES[name](module)
+
+                spec.loader.exec_module = exec_then_patch  # type: ignore[method-assign]
+                return spec
+        return None
+
+
+def install() -> None:
+    """Patch now what is already imported, and the rest when it is."""
+    for name, patch in PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    if not any(isinstance(f, _PatchAfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchAfterImport())
