@@ -8,9 +8,10 @@ NeMo-RL reads the output with `data.dataset_name: ResponseDataset`, `input_key: 
     {"input": "<prompt>",  "output": "",                   "task_name": "wildchat", "id": "..."}
 
     darling-prep-math agentica-org/DeepScaleR-Preview-Dataset --out data/math/train.jsonl
-    darling-prep-math ../shared/data/math_eval/{aime25,hmmt,brumo}.jsonl --out data/math/val.jsonl
-    darling-prep-wildchat ../shared/data/noveltybench/wildchat-1k.jsonl \
-        --out data/wildchat/train.jsonl
+    darling-prep-math darling_nemo/resources/math_eval/{aime25,hmmt,brumo}.jsonl \
+        --out data/math/val.jsonl
+    darling-prep-wildchat allenai/WildChat-1M --out data/wildchat/train.jsonl \
+        --shuffle-seed 0 --limit 10000
 
 Field names are detected (problem/question/prompt, answer/expected_answer/final_answer,
 prompt/conversation) or given with --problem-key/--answer-key/--prompt-key. Rows that lack a

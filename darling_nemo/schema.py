@@ -257,7 +257,7 @@ class ClassifierTrainConfig(Strict):
     mode: Literal["cross_encoder", "bi_encoder"] = "cross_encoder"
 
     # data: one JSON object per line; relative paths are read from the repository root
-    data: str = "../shared/data/noveltybench_similarity_train.jsonl"
+    data: str = "darling_nemo/resources/noveltybench_similarity_train.jsonl"
     text_a: str = "generation_0"
     text_b: str = "generation_1"
     label: str = "similar"  # 0/1 (or false/true): 1 = semantically equivalent

@@ -1,4 +1,4 @@
-"""darling-prep-math / darling-prep-wildchat on small local files (the shared data and tmp files).
+"""darling-prep-math / darling-prep-wildchat on the data shipped in darling_nemo/resources and tmp files.
 
 The output format is checked here with the `datasets` JSON loader NeMo-RL's ResponseDataset
 uses; tests/test_nemo_rl_integration.py feeds it through NeMo-RL's own data pipeline.
@@ -7,19 +7,12 @@ uses; tests/test_nemo_rl_integration.py feeds it through NeMo-RL's own data pipe
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
-
 from darling_nemo.data_prep import main_math, main_wildchat
+from darling_nemo.resources import RESOURCES_DIR
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("DARLING_DATA_DIR", REPO.parent / "shared" / "data"))
-needs_shared_data = pytest.mark.skipif(
-    not (DATA / "math_eval" / "aime25.jsonl").is_file(),
-    reason=f"shared data not found at {DATA} (set DARLING_DATA_DIR)",
-)
+DATA = RESOURCES_DIR
 
 
 def read(path: Path) -> list[dict]:
@@ -31,7 +24,6 @@ def write(path: Path, rows: list) -> Path:
     return path
 
 
-@needs_shared_data
 def test_math_competition_sets_to_response_dataset(tmp_path, capsys):
     out = tmp_path / "val.jsonl"
     sources = [str(DATA / "math_eval" / f"{n}.jsonl") for n in ("aime25", "hmmt", "brumo")]
@@ -55,7 +47,6 @@ def test_math_competition_sets_to_response_dataset(tmp_path, capsys):
     assert ds.num_rows == 90 and ds.column_names == ["input", "output", "task_name", "id"]
 
 
-@needs_shared_data
 def test_olympiadbench_list_answers_and_dollar_signs(tmp_path):
     out = tmp_path / "ob.jsonl"
     assert main_math([str(DATA / "math_eval" / "olympiadbench.jsonl"), "--out", str(out)]) == 0
@@ -73,7 +64,6 @@ def test_olympiadbench_list_answers_and_dollar_signs(tmp_path):
         assert by_id[str(record["id"])]["output"] == expected
 
 
-@needs_shared_data
 def test_wildchat_prompts(tmp_path):
     out = tmp_path / "wc.jsonl"
     src = DATA / "noveltybench" / "wildchat-1k.jsonl"

@@ -21,10 +21,11 @@ from darling_nemo.evals.math import (
     summarize_math,
 )
 from darling_nemo.evals.schema import MathBenchmark, MathEvalConfig, validate_eval
+from darling_nemo.resources import RESOURCES_DIR
 from darling_nemo.schema import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "math_eval"
+DATA = RESOURCES_DIR / "math_eval"
 # One torch thread: on a small shared CI machine, thread oversubscription makes a tiny
 # model's generate() hundreds of times slower.
 ENV = {

@@ -33,11 +33,10 @@ from pathlib import Path
 from darling_nemo.core import partition_all_pairs, partition_groups
 from darling_nemo.jsonl import read_jsonl
 from darling_nemo.judges import make_judge
+from darling_nemo.resources import resource_path
 from darling_nemo.schema import CrossEncoderJudgeConfig, EmbeddingJudgeConfig, ServedJudgeConfig
 
-DATA = (
-    Path(__file__).resolve().parents[2].parent / "shared/data/noveltybench_similarity_train.jsonl"
-)
+DATA = resource_path("noveltybench_similarity_train.jsonl")
 
 
 def load_responses(path: Path, count: int) -> list[str]:
