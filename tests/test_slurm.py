@@ -33,6 +33,7 @@ from darling_nemo.schema import ServedJudgeConfig, validate_darling
 REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / "slurm"
 IMAGE = "/images/darling-nemo.sqsh"
+DRIVER_RECIPES = ("recipes/darling_wildchat.py", "recipes/darling_math.py")
 
 FAKE_SCONTROL = r"""#!/usr/bin/env python3
 import os, re, sys
@@ -193,10 +194,7 @@ def by_role(stdout: str) -> dict[str, list[tuple[dict, str, list[str]]]]:
             role = "status"
         elif "darling_nemo.serve_classifiers" in text:
             role = "classifiers"
-        elif cmd[:2] == ["python", "recipes/darling_wildchat.py"] or cmd[:2] == [
-            "python",
-            "recipes/darling_math.py",
-        ]:
+        elif cmd[:2] == ["uv", "run"] and cmd[2] in DRIVER_RECIPES:
             role = "driver"
         else:
             raise AssertionError(f"unexpected command {argv}")
@@ -212,9 +210,9 @@ def override(cmd: list[str], key: str) -> str | None:
 
 def assert_recipe_accepts(driver_cmd: list[str]) -> None:
     """Run the driver's command line through the real recipe's --dry-run (no NeMo-RL needed)."""
-    assert driver_cmd[0] == "python"
+    assert driver_cmd[:2] == ["uv", "run"]  # in the image: NeMo-RL's environment, never synced
     res = subprocess.run(
-        [sys.executable, *driver_cmd[1:], "--dry-run"],
+        [sys.executable, *driver_cmd[2:], "--dry-run"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -325,8 +323,9 @@ def test_llama70b_dry_run_composes_the_whole_job(cluster):
     exported = dict(kv.split("=", 1) for kv in drv_opts["export"].split(",")[1:])
     assert drv_opts["export"].startswith("ALL,")
     assert exported["RAY_ADDRESS"] == "10.0.0.1:6379"
-    assert drv_cmd[:4] == [
-        "python",
+    assert drv_cmd[:5] == [
+        "uv",
+        "run",
         "recipes/darling_wildchat.py",
         "--config",
         "conf/wildchat_llama70b_darling.yaml",
@@ -365,7 +364,7 @@ def test_llama70b_dry_run_composes_the_whole_job(cluster):
     # Order: plan, classifiers, Ray head, workers, status, driver.
     order = [a[-1] if a[0] != "srun" else " ".join(srun_parts(a)[2][:3]) for a in commands(out)]
     assert order[0].startswith("python -m darling_nemo.plan")
-    assert order[-1].startswith("python recipes/darling_wildchat.py")
+    assert order[-1].startswith("uv run recipes/darling_wildchat.py")
     assert not (cluster.path / "fake.log").exists()  # nothing was requeued
 
 
@@ -421,7 +420,7 @@ def test_other_jobs_dry_run(cluster, script, nodes, recipe, config, classifier, 
     ((_, clf_node, clf_cmd),) = roles["classifiers"]
     assert clf_node == f"gpu-{nodes:03d}" and f"model={classifier}" in clf_cmd
     ((_, _, drv_cmd),) = roles["driver"]
-    assert drv_cmd[1:4] == [recipe, "--config", config]
+    assert drv_cmd[2:5] == [recipe, "--config", config]
     assert override(drv_cmd, "darling.judge.endpoints").startswith(f"[http://gpu-{nodes:03d}:8000,")
     # No time limit reported: no save deadline.
     assert override(drv_cmd, "checkpointing.checkpoint_must_save_by") is None
@@ -462,7 +461,7 @@ def test_grpo_baseline_with_external_classifiers(cluster):
     ((_, _, plan_cmd),) = roles["plan"]
     assert "grpo.max_num_steps=7" in plan_cmd
     ((_, _, drv_cmd),) = roles["driver"]
-    assert drv_cmd[3] == "conf/wildchat_llama70b_grpo.yaml"
+    assert drv_cmd[4] == "conf/wildchat_llama70b_grpo.yaml"
     assert override(drv_cmd, "grpo.max_num_steps") == "7"
     assert (
         override(drv_cmd, "darling.judge.endpoints") == "[http://gpu-100:8000,http://gpu-100:8001]"
