@@ -385,7 +385,7 @@ def test_sbatch_header_matches_each_job_config(cluster):
 
 
 def test_no_site_values_in_the_scripts():
-    for path in [*SLURM.glob("*.sub"), SLURM / "common.sh"]:
+    for path in [*SLURM.glob("*.sub"), *SLURM.glob("*.sh")]:
         text = path.read_text()
         assert not re.search(r"^#SBATCH\s+(-A|-p|--account|--partition)\b", text, re.M), path
         assert "/lustre" not in text and "nvcr.io" not in text, path
