@@ -9,7 +9,9 @@
 # Site values come from the environment or a site file (slurm/site.example.env lists them
 # all); a missing required one stops the job before anything starts. `--dry-run` (or
 # DRY_RUN=1) prints every srun / ray / python command instead of running it, and still runs
-# the memory plan, locally, with $DARLING_PYTHON.
+# the memory plan, locally, with $DARLING_PYTHON; a training job also rehearses its driver
+# command there (recipe --rehearse) when that Python can import nemo_rl. darling_train and
+# its helpers are in slurm/train.sh, sourced at the end.
 
 # Paths inside the container (containers/Dockerfile puts darling-nemo here).
 CONTAINER_WORKDIR=/opt/darling-nemo
@@ -132,40 +134,6 @@ node_address() {
   echo "${address:-$1}"
 }
 
-# The job's end as epoch seconds (now + the time squeue says is left); empty if unlimited or
-# unknown. The driver turns it into NeMo-RL's checkpointing.checkpoint_must_save_by right
-# before grpo_train (nemo_rl_adapter.train): NeMo-RL counts that deadline from the start of
-# grpo_train, which comes after the plan, the classifiers, Ray and NeMo-RL's own setup.
-job_end_epoch() {
-  local left days=0 h=0 m=0 sec=0 parts
-  [[ -n "${SLURM_JOB_ID:-}" ]] && command -v squeue >/dev/null 2>&1 || return 0
-  left=$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null | head -n1 || true)
-  case "$left" in
-    "" | UNLIMITED | NOT_SET | INVALID) return 0 ;;
-  esac
-  if [[ "$left" == *-* ]]; then
-    days=${left%%-*}
-    left=${left#*-}
-  fi
-  IFS=: read -r -a parts <<<"$left"
-  case ${#parts[@]} in
-    3) h=${parts[0]} m=${parts[1]} sec=${parts[2]} ;;
-    2) m=${parts[0]} sec=${parts[1]} ;;
-    1) sec=${parts[0]} ;;
-  esac
-  echo $(($(date +%s) + 10#$days * 86400 + 10#$h * 3600 + 10#$m * 60 + 10#$sec))
-}
-
-# Newest step_N under the run's checkpoint directory (-1 if none; tmp_step_N is unfinished).
-newest_step() {
-  local dir step latest=-1
-  for dir in "$RUN_DIR"/checkpoints/step_*; do
-    step=${dir##*/step_}
-    [[ -d "$dir" && "$step" =~ ^[0-9]+$ ]] && ((10#$step > latest)) && latest=$((10#$step))
-  done
-  echo "$latest"
-}
-
 # ---------------------------------------------------------------------------------------------
 # Containers (pyxis)
 # ---------------------------------------------------------------------------------------------
@@ -177,6 +145,10 @@ container_args() {
   # The configs name data/... relative to the repository root: mount the data there.
   [[ -n "${DATA_DIR:-}" ]] && mounts+=("$DATA_DIR:$CONTAINER_WORKDIR/data")
   [[ -n "${HF_HOME:-}" ]] && mounts+=("$HF_HOME:$HF_HOME")
+  # The HF->Megatron conversion directory (train.sh), when no other mount holds it.
+  if [[ -n "${NRL_MEGATRON_CHECKPOINT_DIR:-}" ]] && ! is_mounted "$NRL_MEGATRON_CHECKPOINT_DIR"; then
+    mounts+=("$NRL_MEGATRON_CHECKPOINT_DIR:$NRL_MEGATRON_CHECKPOINT_DIR")
+  fi
   local joined
   joined=$(
     IFS=,
@@ -189,6 +161,23 @@ container_args() {
     --container-workdir="$CONTAINER_WORKDIR"
     --no-container-mount-home
   )
+}
+
+# Whether PATH is inside a directory mounted at the same place in every container:
+# RESULTS_DIR, HF_HOME, or the destination of a CONTAINER_MOUNTS entry (src:dst[:flags]).
+is_mounted() {
+  local path=${1%/} entry dst
+  local -a inside=("$RESULTS_DIR" "${HF_HOME:-}") extra=()
+  IFS=, read -r -a extra <<<"${CONTAINER_MOUNTS:-}"
+  for entry in "${extra[@]}"; do
+    IFS=: read -r _ dst _ <<<"$entry"
+    inside+=("${dst:-$entry}")
+  done
+  for dst in "${inside[@]}"; do
+    dst=${dst%/}
+    [[ -n "$dst" && ("$path" == "$dst" || "$path" == "$dst"/*) ]] && return 0
+  done
+  return 1
 }
 
 # GRES_ARGS (array): the GPUs every step asks for. A step of an --exclusive job gets none of
@@ -216,15 +205,21 @@ step_gres() {
   esac
 }
 
-# srun of one task on one node, in the container named $2 (named per job and restart, so no
-# state leaks between jobs).
+# SRUN (array): srun of one task on one node, in the container named $2 (named per job and
+# restart, so no state leaks between jobs), with the whole environment plus STEP_ENV and any
+# NAME=VALUE given after the log file (srun --export splits on commas: none in a value).
+STEP_ENV=()
 # shellcheck disable=SC2206  # EXTRA_SRUN_ARGS is a list of words on purpose
 container_srun() {
   local node=$1 name=$2 logfile=$3
   shift 3
-  local extra=(${EXTRA_SRUN_ARGS:-})
+  local extra=(${EXTRA_SRUN_ARGS:-}) exports="ALL" pair
+  for pair in "${STEP_ENV[@]}" "$@"; do
+    [[ "$pair" != *,* ]] || die "cannot pass '$pair' to the containers: srun --export splits on commas"
+    exports+=",$pair"
+  done
   SRUN=(srun --overlap --nodes=1 --ntasks=1 -w "$node" "${GRES_ARGS[@]}" "${extra[@]}"
-    "${CONTAINER_ARGS[@]}"
+    "${CONTAINER_ARGS[@]}" --export="$exports"
     --container-name="$name" --output="$logfile")
 }
 
@@ -387,195 +382,6 @@ print_environment() {
     "HF_HUB_OFFLINE=$HF_HUB_OFFLINE WANDB_API_KEY=$([[ -n "${WANDB_API_KEY:-}" ]] && echo '<set, hidden>' || echo '<unset>')"
 }
 
-darling_train() {
-  parse_args "$@"
-  common_setup
-  : "${JOB_RECIPE:?the .sub must set JOB_RECIPE}" "${JOB_CONFIG:?the .sub must set JOB_CONFIG}"
-  CONFIG=${CONFIG:-$JOB_CONFIG}
-  [[ -f "$DARLING_ROOT/$CONFIG" ]] || die "CONFIG=$CONFIG: no such file under $DARLING_ROOT"
-  RUN_NAME=${RUN_NAME:-${SLURM_JOB_NAME:-darling}-${SLURM_JOB_ID:-dryrun}}
-  RUN_DIR=$RESULTS_DIR/$RUN_NAME
-  LOG_DIR=$RUN_DIR/slurm/${SLURM_JOB_ID:-dryrun}-r${SLURM_RESTART_COUNT:-0}
-  local layout_file=$LOG_DIR/layout.env
-  if is_dry_run; then
-    layout_file=$(mktemp)
-    log "dry run: nothing is started; commands are printed as '+ ...'"
-  else
-    mkdir -p "$LOG_DIR"
-    trap cleanup EXIT
-    trap on_usr1 USR1
-  fi
-  log "run $RUN_NAME: logs in $LOG_DIR"
-  print_environment
-
-  # Site model paths replace the config's hub names (interpolations follow them).
-  [[ -n "${POLICY_MODEL:-}" ]] && USER_OVERRIDES+=("policy.model_name=$POLICY_MODEL")
-  [[ -n "${REWARD_MODEL:-}" ]] && USER_OVERRIDES+=("env.reward_model.model_name=$REWARD_MODEL")
-
-  read_nodes
-  run_plan "${NODES[0]:-node001}" "$layout_file" "${USER_OVERRIDES[@]}"
-  is_dry_run && rm -f "$layout_file"
-
-  # Where the classifiers run: servers of a serve_classifiers job (CLASSIFIER_ENDPOINTS), an
-  # extra node (default), or the head node's GPUs the policy does not use.
-  local placement=none
-  if [[ "$CFG_JUDGE_KIND" == served ]]; then
-    if [[ -n "${CLASSIFIER_ENDPOINTS:-}" ]]; then
-      placement=external
-    else
-      placement=${CLASSIFIER_PLACEMENT:-node}
-    fi
-  fi
-  local want_nodes=$CFG_NUM_NODES
-  [[ "$placement" == node ]] && want_nodes=$((CFG_NUM_NODES + 1))
-  if [[ ${#NODES[@]} -eq 0 ]]; then
-    local i
-    for ((i = 1; i <= want_nodes; i++)); do
-      NODES+=("$(printf 'node%03d' "$i")")
-    done
-    log "dry run without an allocation: pretending nodes ${NODES[*]}"
-  fi
-  if [[ ${#NODES[@]} -ne $want_nodes ]]; then
-    local why="cluster.num_nodes=$CFG_NUM_NODES"
-    [[ "$placement" == node ]] && why+=" + 1 classifier node"
-    die "the config needs $want_nodes nodes ($why; judge $CFG_JUDGE_KIND, classifiers" \
-      "$placement) but the allocation has ${#NODES[@]}: submit with sbatch --nodes=$want_nodes"
-  fi
-  ((CFG_GPUS_PER_NODE <= GPUS_PER_NODE)) ||
-    die "cluster.gpus_per_node=$CFG_GPUS_PER_NODE but the nodes have $GPUS_PER_NODE GPUs"
-
-  local ray_visible=""
-  case "$placement" in
-    none) log "judge '$CFG_JUDGE_KIND': no classifier servers" ;;
-    external) ENDPOINTS=$CLASSIFIER_ENDPOINTS ;;
-    node)
-      local all
-      all=$(seq -s, 0 $((${CLASSIFIER_GPUS:-$GPUS_PER_NODE} - 1)))
-      start_classifiers "${NODES[$CFG_NUM_NODES]}" "$all" "${CLASSIFIER_MODEL:-$CFG_CLASSIFIER_MODEL}"
-      ;;
-    gpus)
-      local spare=$((GPUS_PER_NODE - CFG_GPUS_PER_NODE))
-      ((CFG_NUM_NODES == 1 && spare > 0)) ||
-        die "CLASSIFIER_PLACEMENT=gpus needs cluster.num_nodes=1 and cluster.gpus_per_node" \
-          "below the node's $GPUS_PER_NODE GPUs (got $CFG_NUM_NODES x $CFG_GPUS_PER_NODE)"
-      ray_visible=$(seq -s, 0 $((CFG_GPUS_PER_NODE - 1)))
-      start_classifiers "${NODES[0]}" "$(seq -s, "$CFG_GPUS_PER_NODE" $((GPUS_PER_NODE - 1)))" \
-        "${CLASSIFIER_MODEL:-$CFG_CLASSIFIER_MODEL}"
-      ;;
-    *) die "CLASSIFIER_PLACEMENT=$placement: expected node or gpus" ;;
-  esac
-
-  # Overrides the launcher adds: where this run's state goes, so that a requeued job finds
-  # its checkpoints (NeMo-RL resumes from the newest step_N in checkpoint_dir by itself).
-  local overrides=("${USER_OVERRIDES[@]}"
-    "checkpointing.enabled=true" "checkpointing.checkpoint_dir=$RUN_DIR/checkpoints"
-    "logger.log_dir=$RUN_DIR/logs")
-  [[ -n "${ENDPOINTS:-}" ]] && overrides+=("darling.judge.endpoints=[$ENDPOINTS]")
-  if [[ -n "${WANDB_API_KEY:-}" ]]; then
-    overrides+=("logger.wandb_enabled=true" "logger.wandb.name=$RUN_NAME")
-    [[ -n "${WANDB_PROJECT:-}" ]] && overrides+=("logger.wandb.project=$WANDB_PROJECT")
-  fi
-  local start_step
-  start_step=$(newest_step)
-  if ((start_step >= 0)); then
-    log "resuming from $RUN_DIR/checkpoints/step_$start_step (restart ${SLURM_RESTART_COUNT:-0})"
-  else
-    log "no checkpoint in $RUN_DIR/checkpoints: starting from step 0"
-  fi
-
-  # The save deadline travels as the job's end time: the driver sets
-  # checkpointing.checkpoint_must_save_by from it once NeMo-RL's setup is done.
-  local driver_env="ALL" end_epoch margin_min=${SAVE_MARGIN_MIN:-20}
-  [[ "$margin_min" =~ ^[0-9]+$ ]] || die "SAVE_MARGIN_MIN=$margin_min is not a whole number of minutes"
-  end_epoch=$(job_end_epoch)
-  if [[ -n "$end_epoch" ]]; then
-    driver_env+=",DARLING_JOB_END_EPOCH=$end_epoch,DARLING_SAVE_MARGIN_S=$((margin_min * 60))"
-    log "job ends at $(date -d "@$end_epoch" '+%F %T %Z' 2>/dev/null || echo "epoch $end_epoch"):" \
-      "NeMo-RL saves and stops $margin_min min before"
-  else
-    log "no time limit reported by squeue: no save deadline"
-  fi
-
-  start_ray "$CFG_NUM_NODES" "$CFG_GPUS_PER_NODE" "$ray_visible"
-
-  container_srun "${NODES[0]}" "$(container_name head)" "$LOG_DIR/driver.log"
-  local driver=("${SRUN[@]}" --export="$driver_env,RAY_ADDRESS=$RAY_HEAD_ADDRESS"
-    python "$JOB_RECIPE" --config "$CONFIG" "${overrides[@]}")
-  print_cmd "${driver[@]}"
-  is_dry_run && return 0
-  local rc=0 when=""
-  run_to_the_end "$LOG_DIR/driver.rc" "${driver[@]}" || rc=$?
-  ((USR1_RECEIVED)) && when=" after the time-limit signal"
-  log "driver exited with $rc$when; logs in $LOG_DIR"
-  if ((rc == 0)); then
-    requeue_if_unfinished "$start_step"
-  fi
-  return "$rc"
-}
-
-# run_to_the_end STATUS_FILE CMD...: runs CMD in the background, waits for it through any
-# number of USR1s (on_usr1) and returns its exit status. The status goes through STATUS_FILE,
-# not `wait`: when a trapped signal interrupts `wait` just as the child exits, bash 5.2 can
-# lose the status, and a later `wait` returns -1 or blocks until every other step ends. The
-# subshell ignores USR1 so that a signal sent to the whole job cannot kill it first.
-run_to_the_end() {
-  local status_file=$1 pid status
-  shift
-  rm -f "$status_file"
-  (
-    trap '' USR1
-    status=0
-    "$@" || status=$?
-    echo "$status" >"$status_file"
-  ) &
-  pid=$!
-  wait "$pid" 2>/dev/null || true # returns early (138) when USR1 arrives
-  # Then poll: short naps first (the child is often exiting), 1 s once it runs on.
-  local naps=(0.05 0.1 0.2 0.5 1) nap=0
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep "${naps[nap]}"
-    nap=$((nap < ${#naps[@]} - 1 ? nap + 1 : nap))
-  done
-  [[ -s "$status_file" ]] || die "${1##*/} ended without an exit status in $status_file"
-  status=$(<"$status_file")
-  return "$status"
-}
-
-# What grpo_train (NeMo-RL v0.4.0) prints when it returns at checkpoint_must_save_by.
-NEMO_RL_TIMEOUT_LINE="Timeout has been reached, stopping training early"
-
-# After the driver exited 0: if NeMo-RL stopped at the save deadline with steps left (the
-# timeout line in driver.log, the newest step_N below grpo.max_num_steps and newer than the
-# one this run started from), requeue the job; the next run resumes from that checkpoint.
-# SLURM then ends this run and puts the job back in the queue. Exit 0 either way.
-requeue_if_unfinished() {
-  local start_step=$1 latest max=${CFG_MAX_NUM_STEPS:-}
-  grep -qF "$NEMO_RL_TIMEOUT_LINE" "$LOG_DIR/driver.log" 2>/dev/null || return 0
-  latest=$(newest_step)
-  if [[ -n "$max" ]] && ((latest >= max)); then
-    log "the save deadline came at the last step ($latest of $max): training is done"
-  elif ((latest <= start_step)); then
-    log "warning: NeMo-RL stopped at the save deadline but no checkpoint newer than step" \
-      "$start_step exists; not requeueing (raise the time limit or lower SAVE_MARGIN_MIN)"
-  elif [[ "${AUTO_REQUEUE:-1}" != 1 || -z "${SLURM_JOB_ID:-}" ]]; then
-    log "stopped at the save deadline at step $latest of ${max:-?}; AUTO_REQUEUE=0:" \
-      "resubmit with RUN_NAME=$RUN_NAME to resume"
-  else
-    log "stopped at the save deadline at step $latest of ${max:-?}: requeueing job $SLURM_JOB_ID"
-    run scontrol requeue "$SLURM_JOB_ID" ||
-      die "scontrol requeue $SLURM_JOB_ID failed: resubmit with RUN_NAME=$RUN_NAME to resume"
-  fi
-}
-
-# #SBATCH --signal=B:USR1@600: the time limit is 10 minutes away. Only noted: NeMo-RL saves
-# by checkpoint_must_save_by (SAVE_MARGIN_MIN before the end) and the job requeues after the
-# driver exits (requeue_if_unfinished); a requeue now would kill the driver in a save.
-USR1_RECEIVED=0
-on_usr1() {
-  USR1_RECEIVED=1
-  log "time limit in about 10 minutes (USR1): the driver keeps running"
-}
-
 darling_serve_classifiers() {
   parse_args "$@"
   common_setup
@@ -601,3 +407,7 @@ darling_serve_classifiers() {
   wait "${BG_PIDS[classifiers]}" || rc=$?
   return "$rc"
 }
+
+# The training entry point (darling_train) and its helpers.
+# shellcheck source=slurm/train.sh
+source "$(dirname "${BASH_SOURCE[0]}")/train.sh"

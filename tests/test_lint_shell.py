@@ -55,6 +55,7 @@ def test_the_scripts_are_all_found():
     names = {p.relative_to(REPO).as_posix() for p in shell_scripts()}
     assert {
         "slurm/common.sh",
+        "slurm/train.sh",
         "slurm/llama70b_wildchat.sub",
         "slurm/llama8b_wildchat.sub",
         "slurm/qwen3_4b_math.sub",

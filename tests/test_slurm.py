@@ -12,6 +12,7 @@ and the exit code.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shlex
 import signal
@@ -33,6 +34,7 @@ from darling_nemo.schema import ServedJudgeConfig, validate_darling
 REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / "slurm"
 IMAGE = "/images/darling-nemo.sqsh"
+DRIVER_RECIPES = ("recipes/darling_wildchat.py", "recipes/darling_math.py")
 
 FAKE_SCONTROL = r"""#!/usr/bin/env python3
 import os, re, sys
@@ -193,10 +195,7 @@ def by_role(stdout: str) -> dict[str, list[tuple[dict, str, list[str]]]]:
             role = "status"
         elif "darling_nemo.serve_classifiers" in text:
             role = "classifiers"
-        elif cmd[:2] == ["python", "recipes/darling_wildchat.py"] or cmd[:2] == [
-            "python",
-            "recipes/darling_math.py",
-        ]:
+        elif cmd[:2] == ["uv", "run"] and cmd[2] in DRIVER_RECIPES:
             role = "driver"
         else:
             raise AssertionError(f"unexpected command {argv}")
@@ -212,9 +211,9 @@ def override(cmd: list[str], key: str) -> str | None:
 
 def assert_recipe_accepts(driver_cmd: list[str]) -> None:
     """Run the driver's command line through the real recipe's --dry-run (no NeMo-RL needed)."""
-    assert driver_cmd[0] == "python"
+    assert driver_cmd[:2] == ["uv", "run"]  # in the image: NeMo-RL's environment, never synced
     res = subprocess.run(
-        [sys.executable, *driver_cmd[1:], "--dry-run"],
+        [sys.executable, *driver_cmd[2:], "--dry-run"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -325,8 +324,9 @@ def test_llama70b_dry_run_composes_the_whole_job(cluster):
     exported = dict(kv.split("=", 1) for kv in drv_opts["export"].split(",")[1:])
     assert drv_opts["export"].startswith("ALL,")
     assert exported["RAY_ADDRESS"] == "10.0.0.1:6379"
-    assert drv_cmd[:4] == [
-        "python",
+    assert drv_cmd[:5] == [
+        "uv",
+        "run",
         "recipes/darling_wildchat.py",
         "--config",
         "conf/wildchat_llama70b_darling.yaml",
@@ -365,7 +365,7 @@ def test_llama70b_dry_run_composes_the_whole_job(cluster):
     # Order: plan, classifiers, Ray head, workers, status, driver.
     order = [a[-1] if a[0] != "srun" else " ".join(srun_parts(a)[2][:3]) for a in commands(out)]
     assert order[0].startswith("python -m darling_nemo.plan")
-    assert order[-1].startswith("python recipes/darling_wildchat.py")
+    assert order[-1].startswith("uv run recipes/darling_wildchat.py")
     assert not (cluster.path / "fake.log").exists()  # nothing was requeued
 
 
@@ -385,7 +385,7 @@ def test_sbatch_header_matches_each_job_config(cluster):
 
 
 def test_no_site_values_in_the_scripts():
-    for path in [*SLURM.glob("*.sub"), SLURM / "common.sh"]:
+    for path in [*SLURM.glob("*.sub"), *SLURM.glob("*.sh")]:
         text = path.read_text()
         assert not re.search(r"^#SBATCH\s+(-A|-p|--account|--partition)\b", text, re.M), path
         assert "/lustre" not in text and "nvcr.io" not in text, path
@@ -421,7 +421,7 @@ def test_other_jobs_dry_run(cluster, script, nodes, recipe, config, classifier, 
     ((_, clf_node, clf_cmd),) = roles["classifiers"]
     assert clf_node == f"gpu-{nodes:03d}" and f"model={classifier}" in clf_cmd
     ((_, _, drv_cmd),) = roles["driver"]
-    assert drv_cmd[1:4] == [recipe, "--config", config]
+    assert drv_cmd[2:5] == [recipe, "--config", config]
     assert override(drv_cmd, "darling.judge.endpoints").startswith(f"[http://gpu-{nodes:03d}:8000,")
     # No time limit reported: no save deadline.
     assert override(drv_cmd, "checkpointing.checkpoint_must_save_by") is None
@@ -462,7 +462,7 @@ def test_grpo_baseline_with_external_classifiers(cluster):
     ((_, _, plan_cmd),) = roles["plan"]
     assert "grpo.max_num_steps=7" in plan_cmd
     ((_, _, drv_cmd),) = roles["driver"]
-    assert drv_cmd[3] == "conf/wildchat_llama70b_grpo.yaml"
+    assert drv_cmd[4] == "conf/wildchat_llama70b_grpo.yaml"
     assert override(drv_cmd, "grpo.max_num_steps") == "7"
     assert (
         override(drv_cmd, "darling.judge.endpoints") == "[http://gpu-100:8000,http://gpu-100:8001]"
@@ -531,6 +531,14 @@ def test_resume_reports_the_newest_checkpoint(cluster):
             "CLASSIFIER_PLACEMENT=gpus needs cluster.num_nodes=1",
         ),
         ({"GPUS_PER_NODE": "4"}, "cluster.gpus_per_node=8 but the nodes have 4 GPUs"),
+        (
+            {"NRL_MEGATRON_CHECKPOINT_DIR": "mcore"},
+            "NRL_MEGATRON_CHECKPOINT_DIR=mcore: must be an absolute path on a shared filesystem",
+        ),
+        (
+            {"NRL_MEGATRON_CHECKPOINT_DIR": "/shared/a,b"},
+            "NRL_MEGATRON_CHECKPOINT_DIR=/shared/a,b: no ',' or ':'",
+        ),
     ],
 )
 def test_clear_errors(cluster, change, message):
@@ -592,6 +600,170 @@ def test_unknown_option_is_refused(cluster):
     assert res.returncode != 0 and "unknown option --dryrun" in res.stderr
 
 
+@pytest.mark.parametrize(
+    ("site_dir", "mounted"),
+    [
+        (None, False),  # default RESULTS_DIR/megatron_checkpoints: inside the RESULTS_DIR mount
+        ("{tmp}/mcore", True),  # elsewhere: mounted at the same path in every container
+        ("/lustre/scratch/mcore", False),  # under a CONTAINER_MOUNTS destination already
+    ],
+    ids=["default", "own_mount", "under_a_site_mount"],
+)
+def test_every_step_gets_the_shared_megatron_checkpoint_dir(cluster, site_dir, mounted):
+    """NeMo-RL writes the HF->Megatron conversion to NRL_MEGATRON_CHECKPOINT_DIR, else
+    HF_HOME/nemo_rl, else ~/.cache: neither of the last two is shared by the containers."""
+    env = cluster.job("llama70b_wildchat.sub", nodes=6)
+    expected = f"{env['RESULTS_DIR']}/megatron_checkpoints"
+    if site_dir:
+        expected = site_dir.format(tmp=cluster.path)
+        env["NRL_MEGATRON_CHECKPOINT_DIR"] = expected
+    res = cluster.run("llama70b_wildchat.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    sruns = [srun_parts(a)[0] for a in commands(res.stdout) if a[0] == "srun"]
+    assert len(sruns) == 9  # plan, classifiers, Ray head + 4 workers, ray status, driver
+    for opts in sruns:
+        exported = opts["export"].split(",")
+        assert exported[0] == "ALL" and f"NRL_MEGATRON_CHECKPOINT_DIR={expected}" in exported
+        mounts = opts["container-mounts"].split(",")
+        assert (f"{expected}:{expected}" in mounts) == mounted, mounts
+    assert (
+        "darling: HF->Megatron conversion (once per model, read by every node): "
+        f"NRL_MEGATRON_CHECKPOINT_DIR={expected}"
+    ) in res.stdout.splitlines()
+    assert not Path(expected).exists()  # a dry run creates nothing
+
+
+# ---------------------------------------------------------------------------------------------
+# Dry runs rehearse the driver's command line where NeMo-RL imports
+# ---------------------------------------------------------------------------------------------
+
+# Stands for DARLING_PYTHON: records each call (working directory, then argv), answers
+# `-c "import nemo_rl"` as FAKE_NEMO_RL says, runs the memory plan with the real Python, and
+# ends a rehearsal as FAKE_REHEARSAL says (the recipes' contract: exit 0 only with
+# `rehearsal: PASS` last, else nonzero with `rehearsal: FAIL at <phase>: <error>`).
+FAKE_PYTHON = r"""#!/usr/bin/env bash
+{ printf '%q ' "$PWD" "$@"; echo; } >>"$FAKE_PY_LOG"
+if [[ "$1" == -c && "$2" == "import nemo_rl" ]]; then
+  [[ "$FAKE_NEMO_RL" == 1 ]] && exit 0
+  echo "Traceback (most recent call last):" >&2
+  echo "ModuleNotFoundError: No module named 'nemo_rl'" >&2
+  exit 1
+fi
+[[ "$1" == -m ]] && exec "$REAL_PYTHON" "$@"
+if [[ " $* " == *" --rehearse "* ]]; then
+  echo "rehearsal: config, plan and local classifier server ok"
+  case "$FAKE_REHEARSAL" in
+    pass) echo "rehearsal: PASS" && exit 0 ;;
+    fail) echo "rehearsal: FAIL at generation: vLLM could not start" && exit 1 ;;
+    no_pass_line) echo "rehearsal: done" && exit 0 ;;
+  esac
+fi
+echo "fake python: unexpected call $*" >&2
+exit 98
+"""
+
+
+@pytest.mark.parametrize(
+    ("nemo_rl", "ending", "message"),
+    [
+        ("0", "pass", None),
+        ("1", "pass", "darling: rehearsal passed"),
+        (
+            "1",
+            "fail",
+            "rehearsal failed (exit status 1): rehearsal: FAIL at generation: vLLM could not start",
+        ),
+        ("1", "no_pass_line", "rehearsal failed (exit status 0): rehearsal: done"),
+    ],
+    ids=["no_nemo_rl", "pass", "fail", "exit_0_without_pass"],
+)
+def test_dry_run_rehearses_the_drivers_command_line_where_nemo_rl_imports(
+    cluster, nemo_rl, ending, message
+):
+    fake = cluster.bin / "fake-python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    calls = cluster.path / "python-calls"
+    env = cluster.job(
+        "qwen3_4b_math.sub",
+        nodes=9,
+        DARLING_PYTHON=str(fake),
+        REAL_PYTHON=sys.executable,
+        FAKE_PY_LOG=str(calls),
+        FAKE_NEMO_RL=nemo_rl,
+        FAKE_REHEARSAL=ending,
+    )
+    res = cluster.run("qwen3_4b_math.sub", env, "--dry-run", "grpo.max_num_steps=3")
+    recorded = [shlex.split(line) for line in calls.read_text().splitlines()]
+    assert {cwd for cwd, *_ in recorded} == {str(REPO)}  # recipes/... is relative to the checkout
+    argvs = [argv for _, *argv in recorded]
+    assert argvs[0][:2] == ["-m", "darling_nemo.plan"]  # the memory plan first
+    assert argvs[1] == ["-c", "import nemo_rl"]
+    rehearsals = argvs[2:]
+    if nemo_rl == "0":
+        assert res.returncode == 0, res.stderr
+        assert rehearsals == []
+        assert [
+            line for line in res.stdout.splitlines() if line.startswith("darling: rehears")
+        ] == [
+            f"darling: rehearsal skipped: DARLING_PYTHON={fake} cannot import nemo_rl"
+            " (ModuleNotFoundError: No module named 'nemo_rl'); run the dry run in the"
+            " container to rehearse"
+        ]
+        return
+    # Exactly the driver's recipe, config and overrides, the served endpoints included (the
+    # rehearsal replaces them with its own local server).
+    ((_, _, drv_cmd),) = by_role(res.stdout)["driver"]
+    assert drv_cmd[:5] == [
+        "uv",
+        "run",
+        "recipes/darling_math.py",
+        "--config",
+        "conf/math_qwen3_4b_darling.yaml",
+    ]
+    assert rehearsals == [
+        [
+            "recipes/darling_math.py",
+            "--config",
+            "conf/math_qwen3_4b_darling.yaml",
+            "--rehearse",
+            *driver_overrides(drv_cmd),
+        ]
+    ]
+    assert "grpo.max_num_steps=3" in rehearsals[0]
+    assert override(rehearsals[0], "darling.judge.endpoints").startswith("[http://gpu-009:8000,")
+    assert "rehearsal: config, plan and local classifier server ok" in res.stdout
+    if ending == "pass":
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.splitlines()[-1] == message
+    else:
+        assert res.returncode != 0
+        assert f"darling: error: {message}" in res.stderr
+
+
+def test_site_example_env_sources_under_set_u_without_user(cluster):
+    me = pwd.getpwuid(os.getuid()).pw_name
+    example = SLURM / "site.example.env"
+    read = 'set -euo pipefail; set -a; source "$1"; set +a; echo "$RESULTS_DIR $DATA_DIR"'
+    for user, expected in [(None, me), ("alice", "alice")]:
+        env = {"PATH": os.environ["PATH"], **({"USER": user} if user else {})}
+        res = subprocess.run(
+            ["bash", "-c", read, "_", str(example)], env=env, capture_output=True, text=True
+        )
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.split() == [
+            f"/shared/{expected}/darling-results",
+            f"/shared/{expected}/darling-data",
+        ]
+    # The jobs read it under `set -u` as well (the job's environment has no USER).
+    job = cluster.job("llama8b_wildchat.sub", nodes=3, DARLING_SITE_ENV=str(example))
+    assert "USER" not in job
+    res = cluster.run("llama8b_wildchat.sub", job, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert f"darling: site values from {example}" in res.stdout
+    assert f"logs in /shared/{me}/darling-results/darling-llama8b_wildchat-4242/" in res.stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # Not a dry run: a stand-in srun plays the steps
 # ---------------------------------------------------------------------------------------------
@@ -609,10 +781,18 @@ PLAY_SRUN = textwrap.dedent(
         elif args[i].startswith("--"):
             if args[i].startswith("--output="):
                 out = args[i].split("=", 1)[1]
+            if args[i].startswith("--export="):  # ALL,NAME=VALUE,...: the step's environment
+                names = args[i].split("=", 1)[1].split(",")
+                if names[0] != "ALL":
+                    sys.exit(f"--export without ALL drops the job's environment: {args[i]}")
+                os.environ.update(pair.split("=", 1) for pair in names[1:])
             i += 1
         else:
             break
     cmd = args[i:]
+    with open(os.environ["FAKE_LOG"] + ".env", "a") as seen:
+        megatron = os.environ.get("NRL_MEGATRON_CHECKPOINT_DIR", "<unset>")
+        seen.write(f"{' '.join(cmd[:3])} NRL_MEGATRON_CHECKPOINT_DIR={megatron}\n")
 
     def batch_shell():
         # The outermost ancestor running the .sub: what --signal=B: signals.
@@ -688,6 +868,12 @@ def test_real_mode_waits_cleans_up_and_propagates_the_exit_code(cluster, driver_
     assert kinds[-1] == "recipes/"
     log_dir = Path(env["RESULTS_DIR"]) / "darling-llama8b_wildchat-4242" / "slurm" / "4242-r0"
     assert "CFG_NUM_NODES=2" in (log_dir / "layout.env").read_text()
+    # Every step saw the shared HF->Megatron conversion directory, which now exists.
+    megatron = Path(env["RESULTS_DIR"]) / "megatron_checkpoints"
+    seen = (cluster.path / "fake.log.env").read_text().splitlines()
+    assert len(seen) == len(played)  # one line per step, the driver included
+    assert all(line.endswith(f" NRL_MEGATRON_CHECKPOINT_DIR={megatron}") for line in seen), seen
+    assert megatron.is_dir()
     assert "Verdict:" in (log_dir / "plan.log").read_text()
     # The background steps (Ray, classifier servers: `sleep 300` here) were stopped.
     leftover = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True)
@@ -958,17 +1144,19 @@ def test_eval_noveltybench_dry_run_generates_then_scores_on_one_node(cluster):
     assert gen_opts["container-name"] != score_opts["container-name"]
     out = cluster.path / "results/eval/step_200/noveltybench"  # EVAL_NAME: the MODEL folder
     for cmd, stage, gpus in ((gen_cmd, "generate", "0,1"), (score_cmd, "score", "0,1,2,3,4,5,6,7")):
-        # env VAR=... python recipe --config YAML overrides: generation on the engine's 2
+        # env VAR=... uv run recipe --config YAML overrides: generation on the engine's 2
         # GPUs, scoring on all 8 (the 27B reward model is spread with device_map=auto).
         assert cmd[:2] == ["env", f"CUDA_VISIBLE_DEVICES={gpus}"]
         assert "DARLING_DATA_DIR=/opt/darling-nemo/data" in cmd
-        recipe = cmd.index("python")
-        assert cmd[recipe + 1 : recipe + 4] == [
+        recipe = cmd.index("uv")
+        assert cmd[recipe : recipe + 5] == [
+            "uv",
+            "run",
             "recipes/eval_noveltybench.py",
             "--config",
             "conf/eval/noveltybench.yaml",
         ]
-        overrides = cmd[recipe + 4 :]
+        overrides = cmd[recipe + 5 :]
         assert override(cmd, "stage") == stage and overrides[-1] == "max_prompts=5"
         assert override(cmd, "output_dir") == str(out)
         # The real config loader and schema accept the command line.
