@@ -52,18 +52,27 @@ class PairTemplate(Strict):
     sep_token: str
     max_length: int  # the reference MAX_LEN (token budget of the whole input)
     threshold: float  # the reference decision threshold: equivalent iff P(similar) > it
+    reference_model: str  # the reference classifier checkpoint of this template
 
 
 PAIR_TEMPLATES: dict[str, PairTemplate] = {
     # WildChat classifier: ModernBERT-base (dogtooth/similarity-classifier-f168-hf). Also the
     # template for any BERT-like tokenizer with [CLS]/[SEP] (BERT, MiniLM, DeBERTa).
     "modernbert": PairTemplate(
-        cls_token="[CLS]", sep_token="[SEP]", max_length=2048, threshold=0.32
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        max_length=2048,
+        threshold=0.32,
+        reference_model="dogtooth/similarity-classifier-f168-hf",
     ),
     # Math classifier: Qwen3-Embedding-4B + 2-label head; its tokenizer has no CLS/SEP, so
     # the reference uses ids 151644/151645 (<|im_start|>, <|im_end|>).
     "qwen3_math": PairTemplate(
-        cls_token="<|im_start|>", sep_token="<|im_end|>", max_length=4096, threshold=0.5
+        cls_token="<|im_start|>",
+        sep_token="<|im_end|>",
+        max_length=4096,
+        threshold=0.5,
+        reference_model="dogtooth/qwen3-4b-emb-finetuned-step-70-hf",
     ),
 }
 TemplateName = Literal["modernbert", "qwen3_math"]

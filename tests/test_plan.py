@@ -1,7 +1,7 @@
 """darling-plan: hand-computed small cases, NeMo-RL's own 8B/70B layouts, the project's configs.
 
-Byte counts in the comments are worked out by hand from the formulas in darling_nemo/plan.py
-(and that file's docstrings say where each formula comes from in NeMo-RL / Megatron / vLLM).
+Byte counts in the comments are worked out by hand from the formulas in darling_nemo/plan/
+(and its docstrings say where each formula comes from in NeMo-RL / Megatron / vLLM).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from darling_nemo import plan
 from darling_nemo.config import load_config
+from darling_nemo.plan.layout import optional, required
 from darling_nemo.schema import ConfigError, ServedJudgeConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -308,6 +309,47 @@ def test_layout_errors_name_the_keys(tiny_model):
         plan.make_plan(nemo_rl_config(policy__megatron_cfg__enabled=False), 80)
 
 
+def test_only_the_defaults_table_fills_absent_keys(tiny_model):
+    """A key out of ABSENT_KEY_DEFAULTS plans as if it held its default; any other key that
+    NeMo-RL v0.4.0 always reads is an error naming it, never a silent guess."""
+    full = nemo_rl_config(
+        policy__logprob_chunk_size=None,
+        policy__megatron_cfg__defer_fp32_logits=False,
+        policy__megatron_cfg__optimizer__optimizer_cpu_offload=False,
+        policy__generation__colocated={"enabled": True, "resources": {"num_nodes": None}},
+        policy__generation__vllm_cfg__pipeline_parallel_size=1,
+        policy__generation__vllm_cfg__enforce_eager=False,
+        env__reward_model__enabled=False,
+    )
+    # nemo_rl_config() leaves all of them out.
+    assert plan.render(plan.make_plan(full, 80)) == plan.render(
+        plan.make_plan(nemo_rl_config(), 80)
+    )
+    for section in ("sequence_packing", "dynamic_batching"):
+        cfg = nemo_rl_config()
+        del cfg["policy"][section]
+        with pytest.raises(ConfigError, match=rf"policy\.{section}\.enabled: missing"):
+            plan.read_layout(cfg)
+
+
+def test_served_judge_classifier_is_the_templates_reference_checkpoint():
+    for conf, classifier in [
+        ("wildchat_llama8b_darling", "dogtooth/similarity-classifier-f168-hf"),
+        ("math_qwen3_4b_darling", "dogtooth/qwen3-4b-emb-finetuned-step-70-hf"),
+    ]:
+        cfg = load_config(REPO / "conf" / f"{conf}.yaml")
+        env = dict(line.split("=", 1) for line in plan.layout_env(cfg).splitlines())
+        assert env["CFG_CLASSIFIER_MODEL"] == classifier
+        served = phase(plan.make_plan(cfg, H100), "classifier")
+        assert classifier in served.where
+    # A judge that is not served loads no classifier.
+    cfg = load_config(
+        REPO / "conf" / "math_qwen3_4b_darling.yaml", ["darling.judge={kind: lexical}"]
+    )
+    env = dict(line.split("=", 1) for line in plan.layout_env(cfg).splitlines())
+    assert env["CFG_CLASSIFIER_MODEL"] == "''"
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     tp=st.sampled_from([1, 2, 4]),
@@ -413,19 +455,40 @@ def test_nemo_rl_70b_numbers():
     assert plan.make_plan(cfg, H200).verdict()[0] is True
 
 
-@pytest.mark.nemo_rl
-@pytest.mark.parametrize("name", ["grpo_math_8B_megatron.yaml", "grpo_math_70B_megatron.yaml"])
-def test_real_nemo_rl_example_files_fit_80gb(name):
-    """Reads NeMo-RL's own YAML (defaults chain and ${mul:} included) from a checkout."""
+@pytest.fixture
+def nemo_rl_examples() -> Path:
+    """examples/configs of a NeMo-RL v0.4.0 checkout (skips without one)."""
     nemo_rl = pytest.importorskip("nemo_rl")
     # A source checkout on PYTHONPATH has examples/ beside the package; NEMO_RL_DIR names
     # one otherwise (an installed wheel ships no examples).
     root = Path(os.environ.get("NEMO_RL_DIR") or Path(nemo_rl.__file__).resolve().parents[1])
     if not (root / "examples" / "configs").is_dir():
         pytest.skip(f"no examples/configs under {root}: set NEMO_RL_DIR to a v0.4.0 checkout")
-    cfg = load_config(root / "examples" / "configs" / name)
+    return root / "examples" / "configs"
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.parametrize("name", ["grpo_math_8B_megatron.yaml", "grpo_math_70B_megatron.yaml"])
+def test_real_nemo_rl_example_files_fit_80gb(name, nemo_rl_examples):
+    """Reads NeMo-RL's own YAML (defaults chain and ${mul:} included) from a checkout."""
+    cfg = load_config(nemo_rl_examples / name)
     fits, tight = plan.make_plan(cfg, H100).verdict()
     assert fits and not tight
+
+
+@pytest.mark.nemo_rl
+def test_absent_key_defaults_are_nemo_rls_own(nemo_rl_examples):
+    """The table of defaults says what v0.4.0's base GRPO example says, key by key."""
+    cfg = load_config(nemo_rl_examples / "grpo_math_1B.yaml")
+    # The example has no reward model and no darling section: their entries stand for that.
+    not_in_example = {"env.reward_model.enabled", "darling"}
+    for key, default in plan.ABSENT_KEY_DEFAULTS.items():
+        if key in not_in_example:
+            with pytest.raises(ConfigError, match="missing"):
+                required(cfg, key)
+            continue
+        # null in the example is NeMo-RL's "unset", which the table resolves (num_nodes: 1).
+        assert optional(cfg, key) == default, key
 
 
 # ---------------------------------------------------------------------------------------------
