@@ -40,10 +40,11 @@ import os
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
@@ -54,6 +55,8 @@ from darling_nemo.schema import ConfigError, DarlingConfig, validate_nemo_rl_con
 NEMO_RL_VERSION = "0.4.0"
 QUALITY_KEY = "darling_quality"  # the environment reward, kept next to the DARLING reward
 DIVERSITY_KEY = "darling_diversity"
+# The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
+JUDGE_TIMER = "darling_judge"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -101,13 +104,17 @@ class DarlingRewardTransform:
         self._seconds = 0.0
         self._judge_before = judge_usage(self.judge)
 
-    def apply(self, batch: Any) -> DarlingBatch:
+    def apply(self, batch: Any) -> DarlingBatch | None:
         """batch: NeMo-RL's BatchedDataDict (or any mapping) after rewards are computed.
 
-        Reads `message_log` (list of message dicts with role, content, token_ids) and
-        `total_reward` (float tensor [B]); writes `total_reward` (DARLING reward, same dtype),
-        `darling_quality` (the reward it read) and `darling_diversity` (tensors [B]).
-        Returns the core's result (per-row rewards and DARLING advantages, for tests/logs).
+        Reads `message_log` (list of message dicts with role, content, token_ids),
+        `total_reward` (float tensor [B]) and `loss_multiplier` ([B], optional); writes
+        `total_reward` (DARLING reward, same dtype), `darling_quality` (the reward it read) and
+        `darling_diversity` (tensors [B]). Rows with loss_multiplier 0 (prompts NeMo-RL's
+        processors cut for being too long: they all share one 4-token "prompt") are left
+        out of the partition: no judge call, no effect on anyone's diversity; they count as
+        singletons (diversity 1, reward = quality) and NeMo-RL masks them out of the loss.
+        Returns the core's result over the partitioned rows (None when there are none).
         """
         start = time.perf_counter()
         rewards = batch["total_reward"]
@@ -118,14 +125,26 @@ class DarlingRewardTransform:
             raise ValueError(f"{len(logs)} message logs but {rewards.numel()} rewards")
         prompts, responses = zip(*(prompt_and_response(log) for log in logs), strict=True)
         quality = rewards.detach().to(torch.float64).cpu().numpy()
-        result = darling_batch(list(responses), quality, list(prompts), self.judge, self.settings)
+        multiplier = batch.get("loss_multiplier")
+        kept = [
+            row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0
+        ]
+        reward, diversity = quality.copy(), np.ones_like(quality)
+        result = None
+        if kept:
+            result = darling_batch(
+                [responses[row] for row in kept],
+                quality[kept],
+                [prompts[row] for row in kept],
+                self.judge,
+                self.settings,
+            )
+            reward[kept], diversity[kept] = result.reward, result.diversity
+            self._batches.append((result, [prompts[row] for row in kept]))
 
         batch[QUALITY_KEY] = rewards.detach().clone()
-        batch[DIVERSITY_KEY] = torch.as_tensor(result.diversity, dtype=rewards.dtype)
-        batch["total_reward"] = torch.as_tensor(result.reward, dtype=rewards.dtype).to(
-            rewards.device
-        )
-        self._batches.append((result, list(prompts)))
+        batch[DIVERSITY_KEY] = torch.as_tensor(diversity, dtype=rewards.dtype)
+        batch["total_reward"] = torch.as_tensor(reward, dtype=rewards.dtype).to(rewards.device)
         self._seconds += time.perf_counter() - start
         return result
 
@@ -230,18 +249,31 @@ def darling_rewards(master_config: dict[str, Any]) -> Iterator[DarlingRewardTran
     if getattr(original, "_darling_wrapped", False):
         raise RuntimeError("the DARLING reward hook is already installed")
     transform = DarlingRewardTransform(darling, make_judge(darling.judge))
+    original_timer = grpo.Timer
+    step_timers: list[Any] = []
+
+    class StepTimer(original_timer):  # type: ignore[misc, valid-type]
+        """NeMo-RL's Timer; the first one made while the hook is in place is grpo_train's
+        per-step timer (validation makes its own later), where the DARLING time is put."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            step_timers.append(self)
 
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)
-        transform.apply(repeated_batch)
+        # grpo_train times generation before this call and reward_calculation after it:
+        # without a label of its own the judge's wall time would show only in the total.
+        with step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext():
+            transform.apply(repeated_batch)
         return repeated_batch
 
     scale_rewards_then_darling._darling_wrapped = True  # type: ignore[attr-defined]
-    grpo.scale_rewards = scale_rewards_then_darling
+    grpo.scale_rewards, grpo.Timer = scale_rewards_then_darling, StepTimer
     try:
         yield transform
     finally:
-        grpo.scale_rewards = original
+        grpo.scale_rewards, grpo.Timer = original, original_timer
         close = getattr(transform.judge.judge if transform.judge else None, "close", None)
         if callable(close):
             close()

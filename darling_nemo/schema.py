@@ -464,6 +464,31 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
             "grpo.scale_rewards, where the DARLING reward is applied. Set it false; vLLM "
             "policy.generation.vllm_cfg.async_engine=true is supported."
         )
+    found, dynamic = _lookup(cfg, "grpo.use_dynamic_sampling")
+    if found and dynamic:
+        problems.append(
+            "grpo.use_dynamic_sampling=true is not supported: NeMo-RL's dynamic sampling "
+            "filters groups by the std of the reward the DARLING hook wrote and draws more "
+            "generation batches per step, so the darling/* metrics would count discarded "
+            "groups and a judge call would be spent on every discarded batch. Set it false."
+        )
+    found, overlong = _lookup(cfg, "grpo.overlong_filtering")
+    if found and overlong:
+        problems.append(
+            "grpo.overlong_filtering=true is not supported: NeMo-RL masks truncated "
+            "responses out of the loss only after they were partitioned (making their "
+            "siblings look less diverse) and counted in the group mean. Set it false; "
+            "truncated math responses already score quality 0."
+        )
+    found, save_format = _lookup(cfg, "checkpointing.model_save_format")
+    found_v2, v2 = _lookup(cfg, "policy.dtensor_cfg._v2")
+    if found and save_format is not None and not (found_v2 and v2):
+        problems.append(
+            f"checkpointing.model_save_format={save_format}: NeMo-RL v0.4.0's "
+            "Policy.save_checkpoint refuses a format unless policy.dtensor_cfg._v2=true, so "
+            "the run would crash at its first checkpoint. Set it null (the Megatron worker "
+            "writes its own format)."
+        )
     generations = need("grpo.num_generations_per_prompt")
     if generations is not None and generations < 2:
         problems.append(

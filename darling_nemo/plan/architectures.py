@@ -72,6 +72,8 @@ class Architecture:
 # fmt: off
 KNOWN_MODELS: dict[str, Architecture] = {a.name: a for a in [
     #            name                                  hidden layers heads kv head_dim  MLP   vocab   tied
+    Architecture("Qwen/Qwen3-1.7B-Base",               2048,  28,  16,  8, 128,  6144, 151936, True, qk_norm=True),
+    Architecture("Qwen/Qwen3-1.7B",                    2048,  28,  16,  8, 128,  6144, 151936, True, qk_norm=True),
     Architecture("Qwen/Qwen3-4B-Base",                 2560,  36,  32,  8, 128,  9728, 151936, True, qk_norm=True),
     Architecture("Qwen/Qwen3-4B",                      2560,  36,  32,  8, 128,  9728, 151936, True, qk_norm=True),
     Architecture("Qwen/Qwen3-14B-Base",                5120,  40,  40,  8, 128, 17408, 151936, False, qk_norm=True),
@@ -80,6 +82,7 @@ KNOWN_MODELS: dict[str, Architecture] = {a.name: a for a in [
     Architecture("meta-llama/Llama-3.1-8B",            4096,  32,  32,  8, 128, 14336, 128256, False),
     Architecture("meta-llama/Llama-3.3-70B-Instruct",  8192,  80,  64,  8, 128, 28672, 128256, False),
     Architecture("meta-llama/Llama-3.1-70B-Instruct",  8192,  80,  64,  8, 128, 28672, 128256, False),
+    Architecture("Skywork/Skywork-Reward-V2-Qwen3-1.7B", 2048, 28, 16,  8, 128,  6144, 151936, False, num_labels=1, qk_norm=True),
     Architecture("Skywork/Skywork-Reward-V2-Llama-3.1-8B", 4096, 32, 32,  8, 128, 14336, 128256, False, num_labels=1),
     # Classifiers with 2-label heads: ModernBERT-base (WildChat), Qwen3-Embedding-4B (math).
     Architecture("dogtooth/similarity-classifier-f168-hf",      768, 22, 12, 12, 64, 1152, 50368, True, num_labels=2, encoder=True, max_positions=8192),

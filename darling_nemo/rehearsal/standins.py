@@ -290,7 +290,11 @@ class _PolicyStandIn:
                 if not eval_mode:
                     loss.backward()
                 batch_loss += loss.item()
-                metrics.append({k: v / num_global_batches for k, v in loss_metrics.items()})
+                loss_metrics = {k: v / num_global_batches for k, v in loss_metrics.items()}
+                loss_metrics["lr"] = self.optimizer.param_groups[0]["lr"] if self.optimizer else 0.0
+                loss_metrics["global_valid_seqs"] = float(valid[0])
+                loss_metrics["global_valid_toks"] = float(valid[1])
+                metrics.append(loss_metrics)
             if not eval_mode:
                 grad_norm = self._reduce_clip_step()
             losses.append(batch_loss)

@@ -1,0 +1,163 @@
+"""The steps behind `recipes/darling_math.py` and `recipes/darling_wildchat.py`.
+
+Both recipes are this one function with their task: parse, choose the config (none given:
+the one that fits the machine at hand), load and check it, then --rehearse / --dry-run /
+the TRL engine / NeMo-RL's setup() + grpo_train() with the DARLING reward hooked in.
+Config errors end with one message and exit status 2; nothing is written before the config
+is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from darling_nemo.config import load_config, save_config
+from darling_nemo.schema import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+# The NeMo-RL keys this package knows: a nemo_rl config may only use keys found here.
+REFERENCE_CONFIG = REPO / "conf" / "base" / "common.yaml"
+CONFIG_ERROR = 2
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str  # "math" or "wildchat": NeMo-RL's environment (adapter.setup_data)
+    recipe: str  # recipes/<file>
+    needs_reward_model: bool  # WildChat quality is a reward model's score
+    cpu_config: str  # no NeMo-RL or no GPU: the single-machine TRL engine on CPU
+    node_config: str  # NeMo-RL and GPUs: one node, no separate classifier node
+    cluster_config: str  # the paper's setup, for the hint
+
+
+def nemo_rl_with_gpus() -> tuple[bool, str]:
+    """Whether NeMo-RL is importable and CUDA GPUs are visible, and why not."""
+    if importlib.util.find_spec("nemo_rl") is None:
+        return False, "NeMo-RL is not importable here"
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, "NeMo-RL is importable but no CUDA GPU is visible"
+    return True, f"NeMo-RL is importable and {torch.cuda.device_count()} CUDA GPU(s) are visible"
+
+
+def choose_config(task: Task) -> str:
+    """No --config: the task's config for this machine, saying what was chosen and why."""
+    gpus, why = nemo_rl_with_gpus()
+    chosen = task.node_config if gpus else task.cpu_config
+    print(f"no --config given; {why}: running {chosen}", flush=True)
+    if not gpus:
+        print(
+            f"  (the single-machine TRL engine on CPU, a smoke run of the DARLING path; the paper's "
+            f"setup is --config {task.cluster_config} on NeMo-RL, README 'NeMo-RL recipes')",
+            flush=True,
+        )
+    return chosen
+
+
+def check_config(task: Task, cfg: dict) -> None:
+    """Every key of the file and of the overrides, before anything starts (ConfigError)."""
+    engine = cfg.get("engine")
+    if engine == "trl":
+        from darling_nemo.trl_engine import validate_trl_config
+
+        validate_trl_config(cfg)
+    elif engine == "nemo_rl":
+        from darling_nemo.schema import validate_nemo_rl_config
+
+        validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
+        if cfg["env"]["reward_model"]["enabled"] != task.needs_reward_model:
+            other = "darling_wildchat.py" if not task.needs_reward_model else "darling_math.py"
+            raise ConfigError(
+                f"env.reward_model.enabled={str(not task.needs_reward_model).lower()}: "
+                f"this config is for recipes/{other}"
+            )
+    else:
+        raise ConfigError(f"engine: must be nemo_rl or trl, got {engine!r}")
+
+
+def parser_for(task: Task, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"uv run {task.recipe}",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            f"With no --config: {task.node_config} where NeMo-RL is importable and GPUs are "
+            f"visible, else {task.cpu_config} (TRL engine, CPU, a few minutes).\n"
+            f"example: uv run {task.recipe} --config {task.cluster_config} --dry-run "
+            "grpo.max_num_steps=200"
+        ),
+    )
+    parser.add_argument("--config", help="YAML config (conf/*.yaml); default: see below")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--dry-run", action="store_true", help="check and print the config only")
+    what.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run NeMo-RL's whole loop on this CPU with stand-ins for the GPU workers",
+    )
+    parser.add_argument("overrides", nargs="*", help="a.b=c overrides (strict; +a.b=c adds)")
+    return parser
+
+
+def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> int:
+    args = parser_for(task, description).parse_args(argv)
+
+    # 1. Config: the whole file and every override checked before anything starts.
+    config_path = args.config or choose_config(task)
+    try:
+        cfg = load_config(config_path, args.overrides)
+        check_config(task, cfg)
+    except ConfigError as err:
+        print(f"{config_path}: {err}", file=sys.stderr)
+        if args.rehearse:  # a rehearsal always ends with its verdict line
+            first = str(err).splitlines()[-1].strip()
+            print(f"rehearsal: FAIL at config: {first}", flush=True)
+        return CONFIG_ERROR
+
+    # 2. Rehearsal: NeMo-RL's real loop on CPU (darling_nemo/rehearsal).
+    if args.rehearse:
+        if cfg["engine"] != "nemo_rl":
+            print(f"{config_path}: --rehearse is for engine: nemo_rl configs", file=sys.stderr)
+            return CONFIG_ERROR
+        from darling_nemo.rehearsal.run import rehearse
+
+        return rehearse(REPO / task.recipe, config_path, args.overrides, task.name)
+    print(yaml.safe_dump(cfg, sort_keys=False), flush=True)
+    if args.dry_run:
+        return 0
+
+    # 3. Single machine: the TRL engine.
+    if cfg["engine"] == "trl":
+        from darling_nemo.trl_engine import run
+
+        try:
+            print(run(cfg))
+        except ConfigError as err:  # what only the run can see (a data file, a model path)
+            print(f"{config_path}: {err}", file=sys.stderr)
+            return CONFIG_ERROR
+        return 0
+
+    # 4. NeMo-RL: fail early (saying how to run it) when it is not installed.
+    from darling_nemo import nemo_rl_adapter as nemo
+
+    nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
+    cfg, tokenizer = nemo.start(cfg)  # numbered log dir, Ray, tokenizer, generation config
+    save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
+
+    # 5. Prompts + the task's quality environment (math-verify, or the reward model).
+    data = nemo.setup_data(tokenizer, cfg, task.name)
+
+    # 6. NeMo-RL setup() + grpo_train(), DARLING reward after every rollout.
+    try:
+        nemo.train(cfg, tokenizer, data)
+    except nemo.DriverFailed as failed:
+        print(failed, file=sys.stderr, flush=True)
+        return 1
+    return 0
