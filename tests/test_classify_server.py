@@ -277,7 +277,9 @@ def test_requests_are_sized_by_tokens_without_changing_results(servers, referenc
         assert (judge.stats["requests"], judge.stats["tokens"]) == (20, 40 * 25)
     np.testing.assert_allclose(got, reference(pairs), atol=1e-5)
     with served(two_servers, tokenizer=model_dir, tokens_per_request=10) as judge:
-        assert judge(pairs) == got  # every pair over the budget goes alone: 40 requests
+        # every pair over the budget goes alone: 40 requests; the same values up to float
+        # rounding (the server batches whatever is in flight, as vLLM does: padding differs)
+        np.testing.assert_allclose(judge(pairs), got, atol=1e-6)
         assert judge.stats["requests"] == 40
 
 

@@ -106,10 +106,10 @@ def test_token_count_is_what_the_tokenizer_sees(bert_tokenizer, a, b, truncation
 def test_each_response_is_cut_once_per_call(monkeypatch):
     f = PairFormatter("modernbert")
     seen = []
-    cut_counted = f.cut_counted
-    monkeypatch.setattr(f, "cut_counted", lambda text: seen.append(text) or cut_counted(text))
+    cut_many = f.cut_many
+    monkeypatch.setattr(f, "cut_many", lambda texts: seen.append(list(texts)) or cut_many(texts))
     group = ["r0 x", "r1 y", "r2 z", "r3 w"]
     pairs = [(group[i], group[j]) for i in range(4) for j in range(i + 1, 4)]
     texts, _ = f.texts_and_tokens(pairs)
-    assert sorted(seen) == group  # 4 cuts for 6 pairs (a group of n: n cuts, not n(n-1))
+    assert seen == [group]  # one batch of 4 cuts for 6 pairs (a group of n: n, not n(n-1))
     assert texts == [f.text(a, b) for a, b in pairs]

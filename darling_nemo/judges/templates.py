@@ -77,17 +77,32 @@ class PairFormatter:
         return self.cut_counted(text)[0]
 
     def cut_counted(self, text: str) -> tuple[str, int]:
-        """One response, truncated by the configured rule, and its length in tokens: counted
-        with the tokenizer when there is one, else estimated (`estimate_tokens`)."""
+        """One response, truncated by the configured rule, and its length in tokens."""
+        return self.cut_many([text])[0]
+
+    def cut_many(self, texts: Sequence[str]) -> list[tuple[str, int]]:
+        """Responses truncated by the configured rule, each with its length in tokens:
+        counted with the tokenizer when there is one (one batched call, which a fast
+        tokenizer spreads over the cores), else estimated (`estimate_tokens`)."""
         if self.truncation == "words":
-            kept = " ".join(text.split()[: self.words_per_response])
+            kept = [" ".join(text.split()[: self.words_per_response]) for text in texts]
             if self.tokenizer is None:
-                return kept, estimate_tokens(kept)
-            return kept, len(self.tokenizer.encode(kept, add_special_tokens=False, verbose=False))
-        ids = self.tokenizer.encode(text, add_special_tokens=False, verbose=False)
-        if len(ids) <= self.tokens_per_response:
-            return " ".join(text.split()), len(ids)
-        return self.tokenizer.decode(ids[: self.tokens_per_response]), self.tokens_per_response
+                return [(k, estimate_tokens(k)) for k in kept]
+            return list(zip(kept, map(len, self._ids(kept)), strict=True))
+        out = []
+        for text, ids in zip(texts, self._ids(texts), strict=True):
+            if len(ids) <= self.tokens_per_response:
+                out.append((" ".join(text.split()), len(ids)))
+            else:
+                keep = self.tokenizer.decode(ids[: self.tokens_per_response])
+                out.append((keep, self.tokens_per_response))
+        return out
+
+    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        encoded = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)
+        return encoded["input_ids"]
 
     def text(self, a: str, b: str) -> str:
         """`CLS a SEP b SEP`, single-spaced, as the reference sends it."""
@@ -98,9 +113,8 @@ class PairFormatter:
         template's CLS/SEP and the tokenizer's own special tokens included; within a few
         tokens, since the halves are counted apart). Each distinct response is cut and
         tokenized once, however many pairs it is in (up to n - 1 in a group of n)."""
-        cut: dict[str, tuple[str, int]] = {}
-        for response in {r for pair in pairs for r in pair}:
-            cut[response] = self.cut_counted(response)
+        responses = list(dict.fromkeys(r for pair in pairs for r in pair))
+        cut = dict(zip(responses, self.cut_many(responses), strict=True))
         if self.tokenizer is None:
             overhead = TEMPLATE_TOKENS + ESTIMATED_SPECIAL_TOKENS
         else:
