@@ -557,6 +557,11 @@ def served_config(endpoints):
     return validate_darling({"judge": {"kind": "served", "endpoints": endpoints}}).judge
 
 
+def test_probe_rejects_a_non_positive_timeout():
+    with pytest.raises(ValueError, match="timeout_s must be > 0, got 0"):
+        probe_served_judge(served_config(["http://127.0.0.1:1"]), timeout_s=0)
+
+
 def test_probe_passes_good_endpoints_in_seconds(servers):
     config = served_config([endpoint(servers, 0), endpoint(servers, 1), servers["urls"][1]])
     start = time.monotonic()

@@ -8,7 +8,8 @@ tokens and `pairs_per_request` pairs (`pack_requests`), so a request of long mat
 takes no longer on a busy server than one of short chat pairs. Each request goes to the
 least-loaded healthy endpoint (fewest requests in flight, at most `max_concurrency` each),
 so a slow or dead server never holds a fixed share of the work. Request boundaries never
-change a result: every pair gets the same P(similar) whichever request carries it.
+change a decision: a pair gets the same P(similar) whichever request carries it, up to float
+rounding (servers batch whatever is in flight, so padding differs from run to run anyway).
 
 Start-up: `probe_served_judge` checks every endpoint in seconds (reachable, healthy, serving
 the configured model, answering /classify) and names each bad one, so a typo in a URL or a
@@ -356,7 +357,7 @@ class ServedJudge:
 
 def probe_served_judge(
     config: ServedJudgeConfig,
-    timeout_s: float = 10.0,
+    timeout_s: float,
     key_path: str = "darling.judge.endpoints",
 ) -> None:
     """Check every endpoint of a served judge at once; raise one ServedJudgeError naming
