@@ -12,7 +12,8 @@ can start either (its `executable` setting). The protocol mirrors vLLM 0.10:
            "usage": {"prompt_tokens", "total_tokens", "completion_tokens": 0, ...}}
       400 over-long input / bad request, 404 unknown model: {"object": "error", "message",
           "type", "param", "code"}
-    GET /health (200), GET /v1/models
+    GET /health (200), GET /v1/models (vLLM's model list: id = the served name, root,
+    max_model_len), which `judges.served.probe_served_judge` reads at start-up
 
 Each input text is tokenized with the tokenizer's own special tokens (vLLM's default), and
 inputs longer than the model are rejected (vLLM does the same). Concurrent requests are
@@ -94,7 +95,11 @@ class Batcher:
 
 
 def make_app(
-    classifier: SequenceClassifier, served_name: str, max_model_len: int, max_batch_size: int
+    classifier: SequenceClassifier,
+    served_name: str,
+    max_model_len: int,
+    max_batch_size: int,
+    model_path: str | None = None,  # what /v1/models reports as `root`; None: served_name
 ) -> web.Application:
     batcher = Batcher(classifier, max_batch_size)
 
@@ -158,7 +163,15 @@ def make_app(
         return web.Response(status=200)
 
     async def models(_: web.Request) -> web.Response:
-        card = {"id": served_name, "object": "model", "owned_by": "darling-nemo"}
+        card = {  # vLLM's model card (its `permission` list left out)
+            "id": served_name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "darling-nemo",
+            "root": model_path or served_name,
+            "parent": None,
+            "max_model_len": max_model_len,
+        }
         return web.json_response({"object": "list", "data": [card]})
 
     async def start_batcher(app: web.Application) -> Any:
@@ -216,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     max_model_len = args.max_model_len or classifier.max_length
     name = args.served_model_name or args.model
-    app = make_app(classifier, name, max_model_len, args.max_batch_size)
+    app = make_app(classifier, name, max_model_len, args.max_batch_size, args.model)
     print(
         f"classify_server: {args.model} as {name!r} on {classifier.device}, "
         f"max_model_len {max_model_len}",

@@ -170,7 +170,8 @@ class ServedEndpoint(Strict):
 class ServedJudgeConfig(_DerivedThreshold):
     """Client of `vllm serve --task classify` servers (OpenAI-style `POST /classify`).
 
-    Many pairs per request; each request goes to the least-loaded healthy endpoint. A failed
+    Many pairs per request, sized by their token count; each request goes to the
+    least-loaded healthy endpoint. `probe_served_judge` checks every endpoint at start-up. A failed
     request (connection error, timeout, 5xx, malformed reply) takes its endpoint out of
     rotation for `endpoint_cooldown_s` and is retried elsewhere with exponential backoff.
     When a request has failed `max_attempts` times, or `deadline_s` has passed, the call
@@ -186,7 +187,15 @@ class ServedJudgeConfig(_DerivedThreshold):
     max_length: int | None = Field(None, ge=8)  # None: the template's
     truncation: Truncation = "words"
     tokenizer: str | None = None  # needed for truncation=tokens (and to read its CLS/SEP)
-    pairs_per_request: int = Field(64, ge=1)
+    # Requests are packed greedily with pairs (in order) up to `tokens_per_request` input
+    # tokens, and at most `pairs_per_request` pairs; a pair longer than the budget goes alone.
+    # 65,536 tokens = 16 math pairs of 4,096 tokens (32 ModernBERT pairs of 2,048). A Qwen3-4B
+    # classifier forwards ~48k tokens/s on an H100 (README "Judges": 8.4 GFLOP per token at
+    # 400 TFLOP/s achieved), so the 4 requests in flight per endpoint (`max_concurrency`) are
+    # 262k tokens, ~6 s: 10x under `request_timeout_s` when the GPU is shared or slower. The
+    # former 64 pairs of 4,096 tokens were 1M tokens in flight, ~22 s, too close to the timeout.
+    tokens_per_request: int = Field(65_536, ge=1)
+    pairs_per_request: int = Field(64, ge=1)  # cap for short pairs (small HTTP bodies)
     max_concurrency: int = Field(4, ge=1)  # requests in flight per endpoint
     request_timeout_s: float = Field(60.0, gt=0)
     max_attempts: int = Field(4, ge=1)  # per request, across endpoints

@@ -28,7 +28,7 @@ from aiohttp import ClientSession, web
 
 from darling_nemo.config import apply_overrides
 from darling_nemo.judges import make_judge
-from darling_nemo.judges.served import ServedJudgeError
+from darling_nemo.judges.served import ServedJudgeError, probe_served_judge
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
 from darling_nemo.schema import validate_darling
 
@@ -263,6 +263,26 @@ def test_decoder_classifier_served_equals_in_process(qwen3_append_pad):
         np.testing.assert_allclose(judge(pairs), in_process(pairs), atol=1e-5)
 
 
+def test_requests_are_sized_by_tokens_without_changing_results(servers, reference, model_dir):
+    pairs = random_pairs(40, seed=11)  # 10 words each: one token per word for this tokenizer
+    # per pair: 10 + 10 words + template [CLS] [SEP] [SEP] + the tokenizer's [CLS] .. [SEP] = 25
+    status, reply = post(
+        servers["urls"][0], json.dumps({"input": "[CLS] " + "a " * 20 + "[SEP] [SEP]"}).encode()
+    )
+    assert status == 200 and reply["usage"]["prompt_tokens"] == 25  # what the server counts
+    two_servers = [endpoint(servers, 0), endpoint(servers, 1)]
+    with served(two_servers, tokenizer=model_dir, tokens_per_request=60) as judge:
+        got = judge(pairs)
+        # 25 + 25 = 50 <= 60 < 75: two pairs per request, 40 pairs -> 20 requests
+        assert (judge.stats["requests"], judge.stats["tokens"]) == (20, 40 * 25)
+    np.testing.assert_allclose(got, reference(pairs), atol=1e-5)
+    with served(two_servers, tokenizer=model_dir, tokens_per_request=10) as judge:
+        # every pair over the budget goes alone: 40 requests; the same values up to float
+        # rounding (the server batches whatever is in flight, as vLLM does: padding differs)
+        np.testing.assert_allclose(judge(pairs), got, atol=1e-6)
+        assert judge.stats["requests"] == 40
+
+
 def test_concurrent_requests_are_batched_by_the_server(servers, reference):
     # the reference pattern: one pair per request, everything in flight at once
     pairs = random_pairs(60, seed=1)
@@ -330,8 +350,11 @@ def test_all_down_with_a_fallback_logs_every_use(model_dir, reference, caplog):
 class Proxy:
     """A proxy in front of a real server that delays or corrupts its replies."""
 
-    def __init__(self, upstream: str, mode: str, delay_s: float = 0.0) -> None:
+    def __init__(
+        self, upstream: str, mode: str, delay_s: float = 0.0, serve_info: bool = False
+    ) -> None:
         self.upstream, self.mode, self.delay_s = upstream, mode, delay_s
+        self.serve_info = serve_info  # also pass GET /health and /v1/models through
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         threading.Thread(target=self._run, daemon=True).start()
@@ -359,10 +382,17 @@ class Proxy:
             return web.Response(text="Internal Server Error", status=500)
         return web.json_response(reply)
 
+    async def pass_through(self, request: web.Request) -> web.Response:
+        async with ClientSession() as session, session.get(self.upstream + request.path) as resp:
+            return web.Response(body=await resp.read(), status=resp.status)
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         app = web.Application()
         app.router.add_post("/classify", self.handle)
+        if self.serve_info:
+            app.router.add_get("/health", self.pass_through)
+            app.router.add_get("/v1/models", self.pass_through)
         runner = web.AppRunner(app)
         self.loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -516,6 +546,82 @@ def test_over_long_input_fails_at_once_with_the_fix(servers, model_dir):
             ).judge
         )
         np.testing.assert_allclose(judge(long_pair), in_process(long_pair), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Start-up check
+# ---------------------------------------------------------------------------------------------
+
+
+def served_config(endpoints):
+    return validate_darling({"judge": {"kind": "served", "endpoints": endpoints}}).judge
+
+
+def test_probe_rejects_a_non_positive_timeout():
+    with pytest.raises(ValueError, match="timeout_s must be > 0, got 0"):
+        probe_served_judge(served_config(["http://127.0.0.1:1"]), timeout_s=0)
+
+
+def test_probe_passes_good_endpoints_in_seconds(servers):
+    config = served_config([endpoint(servers, 0), endpoint(servers, 1), servers["urls"][1]])
+    start = time.monotonic()
+    assert probe_served_judge(config, timeout_s=5) is None  # no model named: any is fine
+    assert time.monotonic() - start < 5
+
+
+def test_probe_names_every_bad_endpoint_in_one_error(servers):
+    silent = socket.socket()  # accepts connections (the kernel's backlog), never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    no_health = Proxy(servers["urls"][0], "pass")  # answers POST /classify only
+    refused = dead_url()
+    try:
+        config = served_config(
+            [
+                endpoint(servers, 0),  # good
+                {"url": refused, "model": "similarity_gpu_0"},
+                {"url": servers["urls"][1], "model": "similarity_gpu_9"},
+                {"url": silent_url, "model": "similarity_gpu_0"},
+                {"url": no_health.url, "model": "similarity_gpu_0"},
+            ]
+        )
+        start = time.monotonic()
+        with pytest.raises(ServedJudgeError) as err:
+            probe_served_judge(config, timeout_s=1.5)
+        elapsed = time.monotonic() - start
+    finally:
+        silent.close()
+        no_health.close()
+    assert elapsed < 1.5 + 2.0  # concurrent: one timeout, not one per endpoint
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith("served judge: 4 of 5 endpoint(s) failed the start-up check")
+    assert lines[1:] == [
+        f"  darling.judge.endpoints[1] {refused}: connection refused (nothing listens on that "
+        "port)",
+        f"  darling.judge.endpoints[2] {servers['urls'][1]}: model 'similarity_gpu_9' is not "
+        "served there; it serves 'similarity_gpu_1'",
+        f"  darling.judge.endpoints[3] {silent_url}: GET /health: no reply within 1.5s",
+        f"  darling.judge.endpoints[4] {no_health.url}: GET /health: HTTP 404 (not a vLLM or "
+        "classify_server?)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("server_error", r"POST /classify of one pair: HTTP 500"),
+        ("bad_probability", r"POST /classify: malformed reply .*not a probability"),
+    ],
+)
+def test_probe_checks_that_classify_answers(servers, mode, message):
+    broken = Proxy(servers["urls"][0], mode, serve_info=True)
+    try:
+        config = served_config([{"url": broken.url, "model": "similarity_gpu_0"}])
+        with pytest.raises(ServedJudgeError, match=message):
+            probe_served_judge(config, timeout_s=5)
+    finally:
+        broken.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,20 +30,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from darling_nemo.bench.partition import NOVELTYBENCH_PAIRS, load_noveltybench_pairs
 from darling_nemo.core import partition_all_pairs, partition_groups
-from darling_nemo.jsonl import read_jsonl
 from darling_nemo.judges import make_judge
-from darling_nemo.resources import resource_path
 from darling_nemo.schema import CrossEncoderJudgeConfig, EmbeddingJudgeConfig, ServedJudgeConfig
-
-DATA = resource_path("noveltybench_similarity_train.jsonl")
 
 
 def load_responses(path: Path, count: int) -> list[str]:
-    rows = read_jsonl(path)
     out = []
-    for row in rows:
-        out += [row["generation_0"], row["generation_1"]]
+    for pair in load_noveltybench_pairs(path):
+        out += [pair.a, pair.b]
     return out[:count]
 
 
@@ -129,7 +125,9 @@ def make_groups(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="classifier checkpoint (default: MiniLM + new head)")
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument(
+        "--pairs-data", "--data", dest="data", type=Path, default=NOVELTYBENCH_PAIRS
+    )
     parser.add_argument("--pairs", type=int, default=192)
     parser.add_argument("--servers", type=int, default=1)
     parser.add_argument("--pairs-per-request", type=int, default=64)
@@ -138,7 +136,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    responses = load_responses(args.data, 2 * args.pairs + 200)
+    try:
+        responses = load_responses(args.data, 2 * args.pairs + 200)
+    except (FileNotFoundError, ValueError) as err:
+        parser.exit(2, f"darling_nemo.bench.judges: {err}\n")
     rng = random.Random(args.seed)
     pairs = [(responses[2 * k], responses[2 * k + 1]) for k in range(args.pairs)]
 

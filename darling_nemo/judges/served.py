@@ -3,9 +3,17 @@
 Protocol (vLLM 0.10 `POST /classify`): request `{"model": name, "input": [text, ...]}`,
 reply `{"data": [{"index": i, "label": ..., "probs": [...], "num_classes": k}, ...],
 "usage": {...}}`; P(similar) = `probs[-1]`. One judge call (a wave of pairs from every
-group of a step) is cut into requests of `pairs_per_request` texts. Each request goes to
-the least-loaded healthy endpoint (fewest requests in flight, at most `max_concurrency`
-each), so a slow or dead server never holds a fixed share of the work.
+group of a step) is cut, in order, into requests of at most `tokens_per_request` input
+tokens and `pairs_per_request` pairs (`pack_requests`), so a request of long math pairs
+takes no longer on a busy server than one of short chat pairs. Each request goes to the
+least-loaded healthy endpoint (fewest requests in flight, at most `max_concurrency` each),
+so a slow or dead server never holds a fixed share of the work. Request boundaries never
+change a decision: a pair gets the same P(similar) whichever request carries it, up to float
+rounding (servers batch whatever is in flight, so padding differs from run to run anyway).
+
+Start-up: `probe_served_judge` checks every endpoint in seconds (reachable, healthy, serving
+the configured model, answering /classify) and names each bad one, so a typo in a URL or a
+model name fails before a training job's long set-up rather than at its first step.
 
 Failures: a connection error, timeout, 5xx/404 status or malformed reply takes the endpoint
 out of rotation for `endpoint_cooldown_s` and the request is retried elsewhere after an
@@ -25,12 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import math
+import socket
 import threading
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +50,7 @@ import aiohttp
 from darling_nemo.core import PairJudge
 from darling_nemo.judges import JudgeError
 from darling_nemo.judges.templates import PairFormatter
-from darling_nemo.schema import ServedJudgeConfig
+from darling_nemo.schema import PAIR_TEMPLATES, ServedJudgeConfig
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +115,24 @@ def parse_reply(body: str, expected: int) -> list[float]:
         raise _EndpointFailure(f"malformed reply ({err}): {body[:200]!r}") from None
 
 
+def pack_requests(
+    tokens: Sequence[int], tokens_per_request: int, pairs_per_request: int
+) -> list[tuple[int, int]]:
+    """Cut pairs, in order, into requests: [start, stop) spans of at most `pairs_per_request`
+    pairs whose token counts sum to at most `tokens_per_request`; a pair longer than the
+    budget goes alone. Greedy, which gives the fewest requests any in-order cut can."""
+    spans: list[tuple[int, int]] = []
+    start, used = 0, 0
+    for k, count in enumerate(tokens):
+        if k > start and (used + count > tokens_per_request or k - start == pairs_per_request):
+            spans.append((start, k))
+            start, used = k, 0
+        used += count
+    if len(tokens) > start:
+        spans.append((start, len(tokens)))
+    return spans
+
+
 class ServedJudge:
     """PairJudge over classifier servers; owns one background event loop (so it works when
     called from inside another event loop, and keeps its connections between calls)."""
@@ -122,7 +151,13 @@ class ServedJudge:
             tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
         self.formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
         self.endpoints = [_Endpoint(e.url, e.model) for e in cfg.endpoints]
-        self.stats = {"requests": 0, "failed_requests": 0, "pairs": 0, "fallback_pairs": 0}
+        self.stats = {
+            "requests": 0,
+            "failed_requests": 0,
+            "pairs": 0,
+            "tokens": 0,  # input tokens sent, as counted (or estimated) for packing
+            "fallback_pairs": 0,
+        }
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="served-judge", daemon=True
@@ -136,10 +171,11 @@ class ServedJudge:
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         if not pairs:
             return []
-        texts = [self.formatter.text(a, b) for a, b in pairs]
-        future = asyncio.run_coroutine_threadsafe(self._classify(texts), self._loop)
+        texts, tokens = self.formatter.texts_and_tokens(pairs)
+        future = asyncio.run_coroutine_threadsafe(self._classify(texts, tokens), self._loop)
         probs, failed, last_error = future.result()
         self.stats["pairs"] += len(pairs)
+        self.stats["tokens"] += sum(tokens)
         if not failed:
             return probs
         lost = sum(stop - start for start, stop in failed)
@@ -195,7 +231,7 @@ class ServedJudge:
     # -- event loop side ---------------------------------------------------------------------
 
     async def _classify(
-        self, texts: list[str]
+        self, texts: list[str], tokens: list[int]
     ) -> tuple[list[float], list[tuple[int, int]], str | None]:
         """P(similar) per text; failed [start, stop) ranges; the last error seen."""
         if not self._net:
@@ -203,8 +239,7 @@ class ServedJudge:
             self._net["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
             self._net["slot_freed"] = asyncio.Condition()
         deadline = self._loop.time() + self.cfg.deadline_s
-        size = self.cfg.pairs_per_request
-        spans = [(s, min(s + size, len(texts))) for s in range(0, len(texts), size)]
+        spans = pack_requests(tokens, self.cfg.tokens_per_request, self.cfg.pairs_per_request)
         tasks = [asyncio.create_task(self._request(texts[a:b], deadline)) for a, b in spans]
         if self.cfg.fallback is None:  # the first definitive failure fails the call: stop
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -313,6 +348,107 @@ class ServedJudge:
         if status != 200:
             raise _EndpointFailure(f"HTTP {status}: {body[:200]}")
         return parse_reply(body, len(texts))
+
+
+# ---------------------------------------------------------------------------------------------
+# Start-up check
+# ---------------------------------------------------------------------------------------------
+
+
+def probe_served_judge(
+    config: ServedJudgeConfig,
+    timeout_s: float,
+    key_path: str = "darling.judge.endpoints",
+) -> None:
+    """Check every endpoint of a served judge at once; raise one ServedJudgeError naming
+    each bad endpoint and what is wrong with it, or return None when all are good.
+
+    Each endpoint, within `timeout_s`: GET /health answers 200; GET /v1/models lists the
+    endpoint's `model` (when it names one; the error lists what is served instead); POST
+    /classify of one short pair gets a well-formed reply (so a server of a generative model,
+    or one started without `--task classify`, is caught too). vLLM and
+    `darling_nemo.classify_server` answer all three. Endpoints are checked concurrently, so
+    the whole check takes at most about `timeout_s`. Meant to run before a trainer's long
+    set-up; `key_path` is where the endpoints sit in the config, for the message.
+    """
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    spec = PAIR_TEMPLATES[config.template]
+    probe_text = f"{spec.cls_token} probe {spec.sep_token} probe {spec.sep_token}"
+
+    async def probe_all() -> list[str | None]:
+        # trust_env=False (the default) as the judge's own session: proxies are not used
+        async with aiohttp.ClientSession() as session:
+            checks = [
+                _probe_endpoint(session, e.url, e.model, probe_text, timeout_s)
+                for e in config.endpoints
+            ]
+            return await asyncio.gather(*checks)
+
+    # A thread of its own, so this works from inside a running event loop too.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="served-judge-probe") as pool:
+        problems = pool.submit(asyncio.run, probe_all()).result()
+    bad = [
+        f"  {key_path}[{k}] {endpoint.url}: {problem}"
+        for k, (endpoint, problem) in enumerate(zip(config.endpoints, problems, strict=True))
+        if problem is not None
+    ]
+    if bad:
+        raise ServedJudgeError(
+            f"served judge: {len(bad)} of {len(config.endpoints)} endpoint(s) failed the "
+            f"start-up check (GET /health, GET /v1/models, POST /classify; {timeout_s:g}s "
+            "each):\n" + "\n".join(bad)
+        )
+
+
+async def _probe_endpoint(
+    session: aiohttp.ClientSession,
+    url: str,
+    model: str | None,
+    probe_text: str,
+    timeout_s: float,
+) -> str | None:
+    """What is wrong with one endpoint, or None."""
+    step = "GET /health"
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.get(f"{url}/health") as resp:
+                if resp.status != 200:
+                    return f"{step}: HTTP {resp.status} (not a vLLM or classify_server?)"
+            step = "GET /v1/models"
+            async with session.get(f"{url}/v1/models") as resp:
+                body = await resp.text()
+                if resp.status != 200:
+                    return f"{step}: HTTP {resp.status}: {body[:200]}"
+            try:
+                served = [card["id"] for card in json.loads(body)["data"]]
+            except (ValueError, KeyError, TypeError) as err:
+                return f"{step}: not a model list ({err}): {body[:200]!r}"
+            if model is not None and model not in served:
+                names = ", ".join(repr(name) for name in served) or "nothing"
+                return f"model {model!r} is not served there; it serves {names}"
+            step = "POST /classify"
+            payload: dict[str, Any] = {"input": [probe_text]}
+            if model is not None:
+                payload["model"] = model
+            async with session.post(f"{url}/classify", json=payload) as resp:
+                body = await resp.text()
+                if resp.status != 200:
+                    return f"{step} of one pair: HTTP {resp.status}: {body[:200]}"
+            parse_reply(body, 1)
+    except TimeoutError:
+        return f"{step}: no reply within {timeout_s:g}s"
+    except aiohttp.ClientConnectorError as err:
+        if isinstance(err.os_error, socket.gaierror):
+            return f"host {err.host!r} not found ({err.os_error})"
+        if getattr(err.os_error, "errno", None) == errno.ECONNREFUSED:
+            return "connection refused (nothing listens on that port)"
+        return f"cannot connect: {err.os_error or err}"
+    except aiohttp.ClientError as err:
+        return f"{step}: {type(err).__name__}: {err}"
+    except _EndpointFailure as err:
+        return f"{step}: {err}"
+    return None
 
 
 def _shutdown(

@@ -14,11 +14,20 @@ MiniLM, whose tail is then cut by the tokenizer).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 from darling_nemo.schema import PAIR_TEMPLATES, TemplateName, Truncation
 
 UNBOUNDED_MODEL_LENGTH = 1_000_000  # tokenizers report ~1e30 when they know no limit
+# Without a tokenizer, request sizes use an estimate. BPE tokenizers (Qwen3, Llama, ModernBERT)
+# average about 4 characters per token on English prose and nearer 3 on LaTeX-heavy math;
+# 3 overestimates prose by a third, which errs towards smaller requests (never a wrong answer:
+# the count only decides where requests are cut).
+CHARS_PER_TOKEN = 3.0
+TEMPLATE_TOKENS = 3  # CLS, SEP, SEP of the template text
+ESTIMATED_SPECIAL_TOKENS = 2  # what a tokenizer typically adds around the text (BOS/CLS, EOS/SEP)
 
 
 class PairFormatter:
@@ -65,13 +74,62 @@ class PairFormatter:
 
     def cut(self, text: str) -> str:
         """One response, truncated by the configured rule."""
+        return self.cut_counted(text)[0]
+
+    def cut_counted(self, text: str) -> tuple[str, int]:
+        """One response, truncated by the configured rule, and its length in tokens."""
+        return self.cut_many([text])[0]
+
+    def cut_many(self, texts: Sequence[str]) -> list[tuple[str, int]]:
+        """Responses truncated by the configured rule, each with its length in tokens:
+        counted with the tokenizer when there is one (one batched call, which a fast
+        tokenizer spreads over the cores), else estimated (`estimate_tokens`)."""
         if self.truncation == "words":
-            return " ".join(text.split()[: self.words_per_response])
-        ids = self.tokenizer.encode(text, add_special_tokens=False, verbose=False)
-        if len(ids) <= self.tokens_per_response:
-            return " ".join(text.split())
-        return self.tokenizer.decode(ids[: self.tokens_per_response])
+            kept = [" ".join(text.split()[: self.words_per_response]) for text in texts]
+            if self.tokenizer is None:
+                return [(k, estimate_tokens(k)) for k in kept]
+            return list(zip(kept, map(len, self._ids(kept)), strict=True))
+        out = []
+        for text, ids in zip(texts, self._ids(texts), strict=True):
+            if len(ids) <= self.tokens_per_response:
+                out.append((" ".join(text.split()), len(ids)))
+            else:
+                keep = self.tokenizer.decode(ids[: self.tokens_per_response])
+                out.append((keep, self.tokens_per_response))
+        return out
+
+    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        encoded = self.tokenizer(list(texts), add_special_tokens=False, verbose=False)
+        return encoded["input_ids"]
 
     def text(self, a: str, b: str) -> str:
         """`CLS a SEP b SEP`, single-spaced, as the reference sends it."""
-        return f"{self.cls_token} {self.cut(a)} {self.sep_token} {self.cut(b)} {self.sep_token}"
+        return self._join(self.cut(a), self.cut(b))
+
+    def texts_and_tokens(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[int]]:
+        """The input text of every pair and its token count as the server will see it (the
+        template's CLS/SEP and the tokenizer's own special tokens included; within a few
+        tokens, since the halves are counted apart). Each distinct response is cut and
+        tokenized once, however many pairs it is in (up to n - 1 in a group of n)."""
+        responses = list(dict.fromkeys(r for pair in pairs for r in pair))
+        cut = dict(zip(responses, self.cut_many(responses), strict=True))
+        if self.tokenizer is None:
+            overhead = TEMPLATE_TOKENS + ESTIMATED_SPECIAL_TOKENS
+        else:
+            overhead = TEMPLATE_TOKENS + self.tokenizer.num_special_tokens_to_add(pair=False)
+        texts, tokens = [], []
+        for a, b in pairs:
+            (text_a, tokens_a), (text_b, tokens_b) = cut[a], cut[b]
+            texts.append(self._join(text_a, text_b))
+            tokens.append(tokens_a + tokens_b + overhead)
+        return texts, tokens
+
+    def _join(self, a: str, b: str) -> str:
+        return f"{self.cls_token} {a} {self.sep_token} {b} {self.sep_token}"
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in `text` without a tokenizer: one per CHARS_PER_TOKEN characters, rounded up."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
