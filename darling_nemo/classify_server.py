@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 import uuid
@@ -100,8 +101,10 @@ def make_app(
     max_model_len: int,
     max_batch_size: int,
     model_path: str | None = None,  # what /v1/models reports as `root`; None: served_name
+    exit_after_classify: int | None = None,  # failure drills: die after answering N requests
 ) -> web.Application:
     batcher = Batcher(classifier, max_batch_size)
+    answered = 0
 
     async def classify(request: web.Request) -> web.Response:
         try:
@@ -143,6 +146,11 @@ def make_app(
             for k, p in enumerate(probs)
         ]
         tokens = sum(len(seq) for seq in ids)
+        nonlocal answered
+        answered += 1
+        if exit_after_classify is not None and answered >= exit_after_classify:
+            # A crash, not a shutdown: the process vanishes right after this reply is sent.
+            asyncio.get_running_loop().call_later(0.2, os._exit, 1)
         return web.json_response(
             {
                 "id": f"classify-{uuid.uuid4().hex}",
@@ -217,6 +225,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="auto: cuda if available, else cpu")
     p.add_argument("--max-model-len", type=int, default=None, help="default: the model's")
     p.add_argument("--max-batch-size", type=int, default=32, help="texts per forward pass")
+    p.add_argument(
+        "--exit-after-classify",
+        type=int,
+        default=None,
+        metavar="N",
+        help="failure drills: the process dies right after answering its N-th /classify request",
+    )
     return parser.parse_args(argv)
 
 
@@ -229,7 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     max_model_len = args.max_model_len or classifier.max_length
     name = args.served_model_name or args.model
-    app = make_app(classifier, name, max_model_len, args.max_batch_size, args.model)
+    app = make_app(
+        classifier, name, max_model_len, args.max_batch_size, args.model, args.exit_after_classify
+    )
     print(
         f"classify_server: {args.model} as {name!r} on {classifier.device}, "
         f"max_model_len {max_model_len}",

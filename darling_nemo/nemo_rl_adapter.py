@@ -412,8 +412,13 @@ def start(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     from nemo_rl.models.generation import configure_generation_config
     from nemo_rl.utils.logger import get_next_experiment_dir
 
-    validate_nemo_rl_config(cfg)
+    darling = validate_nemo_rl_config(cfg)
     _check_data_paths(cfg)
+    if darling.judge.kind == "served":  # before the long setup(): a wrong URL fails now
+        from darling_nemo.judges.served import probe_served_judge
+
+        probe_served_judge(darling.judge, darling.judge.probe_timeout_s)
+        print(f"darling.judge: {len(darling.judge.endpoints)} endpoint(s) answer", flush=True)
     cfg["logger"]["log_dir"] = get_next_experiment_dir(cfg["logger"]["log_dir"])
     print(f"Logging to {cfg['logger']['log_dir']}", flush=True)
     init_ray()

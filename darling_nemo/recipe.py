@@ -148,7 +148,13 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
     from darling_nemo import nemo_rl_adapter as nemo
 
     nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
-    cfg, tokenizer = nemo.start(cfg)  # numbered log dir, Ray, tokenizer, generation config
+    from darling_nemo.judges import JudgeError
+
+    try:  # served judge probed, numbered log dir, Ray, tokenizer, generation config
+        cfg, tokenizer = nemo.start(cfg)
+    except JudgeError as err:
+        print(f"{config_path}: {err}", file=sys.stderr)
+        return 1
     save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
 
     # 5. Prompts + the task's quality environment (math-verify, or the reward model).

@@ -202,6 +202,8 @@ class ServedJudgeConfig(_DerivedThreshold):
     backoff_s: float = Field(0.5, ge=0)  # doubled after each failed attempt, capped at 8 s
     endpoint_cooldown_s: float = Field(15.0, ge=0)  # a failed endpoint rests this long
     deadline_s: float = Field(900.0, gt=0)  # for one judge call (one wave of a step)
+    # NeMo-RL runs probe every endpoint before setup(): a wrong URL fails in seconds.
+    probe_timeout_s: float = Field(10.0, gt=0)
     fallback: FallbackJudgeConfig | None = None  # None: fail loudly when the servers fail
 
     def _derived_threshold(self) -> float:

@@ -1,7 +1,7 @@
 """Tiny models of the config's architecture family, built locally for the rehearsal.
 
 The policy (and the reward model) keep the family of the model they stand for (Qwen3 or
-Llama, read from the model name), with a character-level tokenizer and a chat template, so
+Llama, read from the model name), with a word-level tokenizer and a chat template, so
 NeMo-RL's tokenizer loading, chat templating, data processors and the stand-ins' HF loading
 run as they would on the real checkpoint. The pair classifier is the judges' tiny one.
 """
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from darling_nemo.judges.tiny import save_tiny_classifier
-from darling_nemo.mini.policy import char_tokenizer
+import string
 
-# Role markers are plain text (the tokenizer is character-level): enough for NeMo-RL's
-# processors, which render the template, tokenize it and split it per message.
+from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
+from darling_nemo.mini.policy import word_tokenizer
+
+# Role markers are plain text: enough for NeMo-RL's processors, which render the template,
+# tokenize it and split it per message.
 CHAT_TEMPLATE = (
     "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}</{{ m['role'] }}>\n{% endfor %}"
     "{% if add_generation_prompt %}<assistant>{% endif %}"
@@ -29,7 +31,9 @@ def family(model_name: str) -> str:
 
 
 def _tokenizer(path: Path, max_positions: int):
-    tok = char_tokenizer()
+    """Word-level (one token per whitespace-separated word; others are <unk>), so a sampled
+    response of 16 tokens is 16 words: past the short-answer rule, the judge decides."""
+    tok = word_tokenizer([*dict.fromkeys([*WORDS, *string.ascii_lowercase, *string.digits, *string.punctuation])])
     tok.chat_template = CHAT_TEMPLATE
     tok.model_max_length = max_positions
     tok.save_pretrained(str(path))

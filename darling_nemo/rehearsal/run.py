@@ -34,12 +34,13 @@ import yaml
 
 from darling_nemo.config import load_config, save_config
 from darling_nemo.rehearsal.shrink import shrink_overrides, shrunk_cluster
+from darling_nemo.resources import resource_path
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent / "site"
 DATA = {
-    "math": REPO / "conf" / "local" / "data" / "aime25_first8.jsonl",
-    "wildchat": REPO / "conf" / "local" / "data" / "noveltybench_curated_first8.jsonl",
+    "math": resource_path("math_eval/aime25.jsonl"),
+    "wildchat": resource_path("noveltybench/wildchat-1k.jsonl"),
 }
 PHASE_TIMEOUT_S = 900
 
@@ -132,18 +133,21 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def prompts_file(task: str, out: Path, first: int, count: int) -> Path:
-    """The rehearsal's prompts in NeMo-RL's ResponseDataset format (darling-prep-* output),
-    shortest first so most fit the shrunk prompt length (the longest may not: over-long
-    prompts are part of what is rehearsed)."""
+def prompts_file(task: str, out: Path, count: int, overlong: int) -> Path:
+    """The rehearsal's prompts in NeMo-RL's ResponseDataset format (darling-prep-* output):
+    the `count` shortest of the task's shipped prompts, then the `overlong` longest, which
+    exceed the shrunk prompt length on purpose (NeMo-RL masks them out; DARLING must leave
+    them out of the partition). One over-long prompt in 8 keeps every step of 2 prompts with
+    at least one real group."""
     rows = [json.loads(line) for line in DATA[task].read_text().splitlines() if line.strip()]
     if task == "math":
         items = [{"input": r["question"], "output": r["answer"]} for r in rows]
     else:
         items = [{"input": r["prompt"], "output": ""} for r in rows]
-    items.sort(key=lambda r: len(r["input"]))
+    items.sort(key=lambda r: len(r["input"].split()))
+    chosen = items[:count] + (items[-overlong:] if overlong else [])
     with out.open("w") as handle:
-        for k, item in enumerate(items[first : first + count]):
+        for k, item in enumerate(chosen):
             handle.write(json.dumps({**item, "task_name": task, "id": f"rehearsal-{k}"}) + "\n")
     return out
 
@@ -169,8 +173,8 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any]]:
         cfg,
         policy_dir=str(policy),
         reward_model_dir=str(rm) if rm else None,
-        train_data=str(prompts_file(r.task, r.workdir / "train.jsonl", 0, 8)),
-        val_data=str(prompts_file(r.task, r.workdir / "val.jsonl", 0, 2)),
+        train_data=str(prompts_file(r.task, r.workdir / "train.jsonl", 7, 1)),
+        val_data=str(prompts_file(r.task, r.workdir / "val.jsonl", 2, 0)),
         workdir=str(r.workdir),
         judge_url=judge_url,
         classifier_dir=str(classifier) if classifier else None,
@@ -222,8 +226,17 @@ def check(condition: bool, phase: str, error: str) -> None:
         raise RehearsalFailure(phase, error)
 
 
-def rehearse(recipe: Path, config_path: str, overrides: list[str], task: str) -> int:
-    """The whole rehearsal; returns the exit status (0 only on PASS)."""
+def rehearse(
+    recipe: Path,
+    config_path: str,
+    overrides: list[str],
+    task: str,
+    judge_dies_after: int | None = None,
+) -> int:
+    """The whole rehearsal; returns the exit status (0 only on PASS).
+
+    judge_dies_after: failure drill; the classifier server dies right after answering its
+    N-th /classify request (the start-up probe of each run is one request)."""
     workdir = Path(tempfile.mkdtemp(prefix="darling-rehearsal-", dir="/tmp"))
     r = Rehearsal(recipe, config_path, list(overrides), task, workdir)
     print(f"rehearsal of {config_path} {' '.join(overrides)} in {workdir}", flush=True)
@@ -242,7 +255,8 @@ def rehearse(recipe: Path, config_path: str, overrides: list[str], task: str) ->
                     _process_group(
                         [sys.executable, "-m", "darling_nemo.classify_server", "serve",
                          str(workdir / "classifier"), "--task", "classify",
-                         "--host", "127.0.0.1", "--port", str(judge_port)],
+                         "--host", "127.0.0.1", "--port", str(judge_port),
+                         *(["--exit-after-classify", str(judge_dies_after)] if judge_dies_after else [])],
                         r.env, workdir / "classifier_server.log",
                     )
                 )
@@ -309,14 +323,35 @@ def _with_env(r: Rehearsal, env: dict[str, str]) -> Rehearsal:
     return _R(r.recipe, r.config_path, r.overrides, r.task, r.workdir)
 
 
+def logged_scalars(log_dir: Path) -> dict[str, dict[int, float]]:
+    """Every scalar NeMo-RL's TensorBoard logger wrote under `log_dir` (name -> step -> value)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out: dict[str, dict[int, float]] = {}
+    for events in sorted(log_dir.rglob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(events.parent), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            out.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
+    return out
+
+
 def verify_run(text: str, cfg: dict[str, Any], phase: str, workdir: Path, step: int, resumed: bool) -> None:
-    """What one run must have done, read from its log and its files."""
+    """What one run must have done, read from its log, its TensorBoard scalars and its files."""
     check("SETUP COMPLETE" in text, phase, "NeMo-RL's setup() did not complete")
-    check("DARLING:" in text, phase, "no DARLING metrics were logged for the training step")
     if resumed:
         check("weights read back" in text, phase, "the policy did not load the saved weights")
-    ckpt = workdir / "checkpoints" / f"step_{step}"
-    if cfg["checkpointing"]["enabled"]:
-        check((ckpt / "policy" / "weights").is_dir(), phase, f"no checkpoint at {ckpt}")
+    runs = sorted((workdir / "logs").glob("exp_*"))
+    check(bool(runs), phase, f"no NeMo-RL log folder under {workdir / 'logs'}")
+    scalars = logged_scalars(runs[-1])
+    trained = sorted(scalars.get("train/loss", {}))
+    check(trained == [step], phase, f"trained steps {trained}, expected [{step}] (a resume continues, it does not restart)")
+    for name in ("darling/quality_mean", "darling/diversity_mean", "timing/train/darling_judge"):
+        check(step in scalars.get(name, {}), phase, f"{name} was not logged at step {step}")
+    error = scalars["train/token_mult_prob_error"][step]
+    check(abs(error - 1.0) < 1e-3, phase, f"train/token_mult_prob_error={error:.4f}: generation and policy disagree (refit)")
     if cfg["grpo"]["val_period"] > 0:
-        check("Validation" in text, phase, "validation did not run")
+        check(step in scalars.get("validation/accuracy", {}), phase, "validation did not run")
+    if cfg["checkpointing"]["enabled"]:
+        ckpt = workdir / "checkpoints" / f"step_{step}"
+        check((ckpt / "policy" / "weights").is_dir(), phase, f"no checkpoint at {ckpt}")

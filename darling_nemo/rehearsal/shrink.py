@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 MAX_NEW_TOKENS = 16
-MAX_PROMPT_TOKENS = 384
+MAX_PROMPT_TOKENS = 96
 PROMPTS_PER_STEP = 2
 
 

@@ -277,7 +277,7 @@ class _PolicyStandIn:
             if self.optimizer is not None:
                 self.optimizer.zero_grad()
             batch_loss = 0.0
-            for micro in batch.make_microbatch_iterator(mbs):
+            for micro in self._micro_batches(batch, mbs):
                 logits = self.model(input_ids=micro["input_ids"]).logits.float()
                 loss, loss_metrics = loss_fn(
                     logits,
@@ -312,6 +312,16 @@ class _PolicyStandIn:
             "model_dtype": torch.float32,
             "all_mb_metrics": all_mb_metrics,
         }
+
+    def _micro_batches(self, batch: Any, mbs: int) -> Any:
+        """Micro-batches as NeMo-RL's workers cut them: by the packing plan Policy.train
+        attached (sequence packing, dynamic batching), else `mbs` rows at a time. Packed
+        sequences run here as one padded batch; the loss sees the same rows."""
+        if self.cfg["dynamic_batching"]["enabled"]:
+            return batch.make_microbatch_iterator_with_dynamic_shapes()
+        if self.cfg["sequence_packing"]["enabled"]:
+            return batch.make_microbatch_iterator_for_packable_sequences()
+        return batch.make_microbatch_iterator(mbs)
 
     def _reduce_clip_step(self) -> Any:
         import torch

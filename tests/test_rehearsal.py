@@ -1,0 +1,230 @@
+"""The CPU rehearsal of the NeMo-RL path (darling_nemo/rehearsal).
+
+Pure parts (the shrink) run everywhere. The rehearsals themselves are marked `nemo_rl`: they
+need NeMo-RL v0.4.0 importable (containers/nemo_rl_cpu_env.sh builds that environment;
+.ci/run runs them) and take one to a few minutes each on 2 cores.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from darling_nemo.config import load_config
+from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
+
+REPO = Path(__file__).resolve().parent.parent
+NEMO_RL_CONFIGS = sorted(
+    p.relative_to(REPO).as_posix()
+    for p in (REPO / "conf").glob("*.yaml")
+    if load_config(p)["engine"] == "nemo_rl"
+)
+
+
+def recipe_for(config: str) -> str:
+    wildchat = load_config(REPO / config)["env"]["reward_model"]["enabled"]
+    return "recipes/darling_wildchat.py" if wildchat else "recipes/darling_math.py"
+
+
+def shrunk(config: str) -> dict:
+    cfg = load_config(REPO / config)
+    changes = shrink_overrides(
+        cfg,
+        policy_dir="/tiny/policy",
+        reward_model_dir="/tiny/rm" if cfg["env"]["reward_model"]["enabled"] else None,
+        train_data="/r/train.jsonl",
+        val_data="/r/val.jsonl",
+        workdir="/r",
+        judge_url="http://127.0.0.1:1",
+        classifier_dir="/tiny/clf",
+    )
+    return load_config(REPO / config, [f"{k}={v!r}".replace("'", '"') for k, v in changes])
+
+
+# ---------------------------------------------------------------------------------------------
+# The shrink: what changes, and that NeMo-RL's divisibility rules still hold
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_nemo_rl_config_is_rehearsed():
+    # the 8 paper configs and the 2 one-node defaults of the no-argument recipes
+    assert len(NEMO_RL_CONFIGS) == 10
+
+
+@pytest.mark.parametrize("config", NEMO_RL_CONFIGS)
+def test_shrunk_layout_keeps_the_configs_parallelism(config):
+    before, after = load_config(REPO / config), shrunk(config)
+    layout = parallel_layout(before)
+    assert parallel_layout(after) == layout  # TP, PP, CP and vLLM's TP x PP are kept
+    cluster = shrunk_cluster(before)
+    model_parallel = layout["tp"] * layout["pp"] * layout["cp"]
+    world = cluster["policy_world"]
+    assert world % model_parallel == 0 and world % layout["vllm"] == 0
+    assert cluster["dp"] == world // model_parallel
+    assert cluster["dp"] == (2 if model_parallel <= 4 else 1)  # gradients cross ranks when cheap
+    assert after["cluster"]["gpus_per_node"] % layout["vllm"] == 0  # vLLM stays within a node
+    nodes = after["cluster"]["num_nodes"] - cluster["rm_nodes"]
+    assert nodes * after["cluster"]["gpus_per_node"] == world
+    # whole global batches, split evenly over DP x micro-batches, as NeMo-RL's workers need
+    rollout = after["grpo"]["num_prompts_per_step"] * after["grpo"]["num_generations_per_prompt"]
+    gbs, mbs = after["policy"]["train_global_batch_size"], after["policy"]["train_micro_batch_size"]
+    assert rollout % gbs == 0 and gbs % (cluster["dp"] * mbs) == 0
+    # as many optimizer updates per rollout batch as the config (4 for math, 1 for WildChat)
+    full = before["grpo"]["num_prompts_per_step"] * before["grpo"]["num_generations_per_prompt"]
+    assert rollout // gbs == max(1, full // before["policy"]["train_global_batch_size"])
+
+
+def test_shrink_of_the_70b_layout_by_hand():
+    # TP4 x PP4 = 16 model-parallel GPUs -> DP 1; vLLM TP 8; lcm(16, 8) = 16 policy GPUs on
+    # nodes of the config's 8 GPUs: 2 policy nodes + 1 reward-model node = 3.
+    cluster = shrunk_cluster(load_config(REPO / "conf/wildchat_llama70b_darling.yaml"))
+    assert cluster == {
+        "policy_world": 16,
+        "gpus_per_node": 8,
+        "policy_nodes": 2,
+        "rm_nodes": 1,
+        "rm_gpus": 1,
+        "dp": 1,
+    }
+    assert math.lcm(16, 8) == 16
+
+
+def test_shrink_changes_only_sizes_paths_and_services():
+    cfg = load_config(REPO / "conf/math_qwen3_4b_darling.yaml")
+    after = shrunk("conf/math_qwen3_4b_darling.yaml")
+    # the DARLING section, the loss and the optimizer are the user's
+    assert after["darling"] | {"judge": None} == cfg["darling"] | {"judge": None}
+    assert after["darling"]["judge"]["template"] == "qwen3_math"
+    assert after["loss_fn"] == cfg["loss_fn"]
+    assert after["policy"]["megatron_cfg"]["optimizer"] == cfg["policy"]["megatron_cfg"]["optimizer"]
+    assert after["grpo"]["num_generations_per_prompt"] == 8  # DARLING's group size is kept
+    assert after["grpo"]["normalize_rewards"] is False
+    assert after["checkpointing"]["model_save_format"] == cfg["checkpointing"]["model_save_format"]
+    # interpolations follow the shrunk values through the loader
+    assert after["policy"]["generation"]["vllm_cfg"]["max_model_len"] == 112  # 96 + 16
+    assert after["policy"]["sequence_packing"]["train_mb_tokens"] == 112 * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# The rehearsals (NeMo-RL v0.4.0 importable)
+# ---------------------------------------------------------------------------------------------
+
+
+def run_rehearsal(args: list[str], timeout: int = 1500) -> tuple[int, str, float]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    wall = time.monotonic() - start
+    out = proc.stdout + proc.stderr
+    print(out[-4000:])
+    return proc.returncode, out, wall
+
+
+def verdict(out: str) -> str:
+    lines = [line for line in out.splitlines() if line.startswith("rehearsal: ")]
+    return lines[-1] if lines else "(no verdict line)"
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.slow
+@pytest.mark.parametrize("config", NEMO_RL_CONFIGS)
+def test_rehearsal_passes(config):
+    pytest.importorskip("nemo_rl")
+    rc, out, wall = run_rehearsal([recipe_for(config), "--config", config, "--rehearse"])
+    print(f"REHEARSAL {config}: {verdict(out)} in {wall:.0f} s")
+    assert verdict(out).startswith("rehearsal: PASS"), verdict(out)
+    assert rc == 0
+    for phase in ("prepare", "ray", "run 1", "run 2"):
+        assert any(line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines())
+
+
+@pytest.mark.nemo_rl
+def test_rehearsal_fails_on_the_shipped_save_format_naming_the_key():
+    # The value every config shipped with before: NeMo-RL v0.4.0's Policy.save_checkpoint
+    # raises at the first save. It is refused before anything starts, naming the key.
+    pytest.importorskip("nemo_rl")
+    rc, out, _ = run_rehearsal(
+        [
+            "recipes/darling_math.py",
+            "--config",
+            "conf/math_qwen3_4b_darling.yaml",
+            "--rehearse",
+            "checkpointing.model_save_format=safetensors",
+            "policy.dtensor_cfg._v2=false",
+        ]
+    )
+    assert rc != 0
+    assert verdict(out).startswith("rehearsal: FAIL at config:")
+    assert "checkpointing.model_save_format" in verdict(out)
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.slow
+def test_rehearsal_fails_where_only_nemo_rls_own_code_looks():
+    # Nothing in darling-nemo checks vLLM's top_p; NeMo-RL's VllmGeneration refuses < 0.99 in
+    # setup(). The rehearsal must report it from the real run, in its phase.
+    pytest.importorskip("nemo_rl")
+    rc, out, _ = run_rehearsal(
+        [
+            "recipes/darling_math.py",
+            "--config",
+            "conf/math_qwen3_4b_darling.yaml",
+            "--rehearse",
+            "policy.generation.top_p=0.5",
+        ]
+    )
+    assert rc != 0
+    assert verdict(out).startswith("rehearsal: FAIL at run 1"), verdict(out)
+    assert "top_p" in verdict(out)
+
+
+def drill(fallback: bool) -> tuple[int, str]:
+    overrides = ["darling.judge.endpoint_cooldown_s=0.5", "darling.judge.max_attempts=2"]
+    if fallback:
+        overrides.append("+darling.judge.fallback={kind: lexical}")
+    code = (
+        "import sys; from pathlib import Path; "
+        "from darling_nemo.rehearsal.run import rehearse; "
+        "sys.exit(rehearse(Path('recipes/darling_math.py').resolve(), "
+        f"'conf/math_qwen3_4b_darling.yaml', {overrides!r}, 'math', judge_dies_after=2))"
+    )
+    rc, out, _ = run_rehearsal(["-c", code])
+    return rc, out
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.slow
+def test_judge_server_killed_mid_step_with_a_fallback_completes_on_it():
+    # The server answers the start-up probe and one judge request of step 1, then dies.
+    pytest.importorskip("nemo_rl")
+    rc, out = drill(fallback=True)
+    assert "falling back" in out.lower() or "fallback" in out.lower()
+    assert verdict(out).startswith("rehearsal: FAIL at run 2"), verdict(out)
+    # run 1 finished on the fallback; run 2's start-up probe then finds no server, by name
+    assert any(line.startswith("phase run 1") and "PASS" in line for line in out.splitlines())
+    assert "127.0.0.1" in verdict(out)
+    assert rc != 0
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.slow
+def test_judge_server_killed_mid_step_without_fallback_fails_clearly():
+    pytest.importorskip("nemo_rl")
+    rc, out = drill(fallback=False)
+    assert rc != 0
+    assert verdict(out).startswith("rehearsal: FAIL at run 1"), verdict(out)
+    assert "judge" in verdict(out).lower() and "127.0.0.1" in verdict(out)
