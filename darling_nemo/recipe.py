@@ -69,7 +69,7 @@ def check_config(task: Task, cfg: dict) -> None:
 
         validate_trl_config(cfg)
     elif engine == "nemo_rl":
-        from darling_nemo.schema import validate_nemo_rl_config
+        from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 
         validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
         if cfg["env"]["reward_model"]["enabled"] != task.needs_reward_model:
@@ -145,7 +145,7 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
         return 0
 
     # 4. NeMo-RL: fail early (saying how to run it) when it is not installed.
-    from darling_nemo import nemo_rl_adapter as nemo
+    from darling_nemo.nemo_rl import adapter as nemo
 
     nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
     from darling_nemo.judges import JudgeError

@@ -9,7 +9,7 @@
 
 # The job's end as epoch seconds (now + the time squeue says is left); empty if unlimited or
 # unknown. The driver turns it into NeMo-RL's checkpointing.checkpoint_must_save_by right
-# before grpo_train (nemo_rl_adapter.train): NeMo-RL counts that deadline from the start of
+# before grpo_train (darling_nemo/nemo_rl/adapter.py: train): NeMo-RL counts that deadline from the start of
 # grpo_train, which comes after the plan, the classifiers, Ray and NeMo-RL's own setup.
 job_end_epoch() {
   local left days=0 h=0 m=0 sec=0 parts

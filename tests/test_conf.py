@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from darling_nemo.config import load_config, load_yaml_with_defaults
-from darling_nemo.schema import ConfigError, unknown_config_keys, validate_nemo_rl_config
+from darling_nemo.nemo_rl.checks import unknown_config_keys, validate_nemo_rl_config
+from darling_nemo.schema import ConfigError
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 COMMON = CONF / "base" / "common.yaml"

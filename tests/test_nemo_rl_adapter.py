@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from darling_nemo.nemo_rl_adapter import (
+from darling_nemo.nemo_rl.adapter import (
     DIVERSITY_KEY,
     QUALITY_KEY,
     DarlingLogger,
@@ -21,12 +21,8 @@ from darling_nemo.nemo_rl_adapter import (
     chat_prompt_processor,
     prompt_and_response,
 )
-from darling_nemo.schema import (
-    ConfigError,
-    unknown_config_keys,
-    validate_darling,
-    validate_nemo_rl_config,
-)
+from darling_nemo.nemo_rl.checks import unknown_config_keys, validate_nemo_rl_config
+from darling_nemo.schema import ConfigError, validate_darling
 
 
 def ids(text: str) -> torch.Tensor:
@@ -282,7 +278,7 @@ def test_darling_logger_writes_pending_metrics_at_the_train_step():
 
 
 # ---------------------------------------------------------------------------------------------
-# Config consistency (schema.validate_nemo_rl_config)
+# Config consistency (nemo_rl.checks.validate_nemo_rl_config)
 # ---------------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """NeMo-RL settings that would change DARLING's reward or advantage are refused.
 
-schema.nemo_rl_contradictions runs on plain dicts (no nemo_rl needed); the last test checks
+nemo_rl.checks.nemo_rl_contradictions runs on plain dicts (no nemo_rl needed); the last test checks
 the reason for the leave-one-out refusal against NeMo-RL's own function when importable.
 """
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from darling_nemo.core import Baseline, advantages
-from darling_nemo.schema import ConfigError, validate_nemo_rl_config
+from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
+from darling_nemo.schema import ConfigError
 
 
 def nemo_config(darling: dict | None = None, **grpo) -> dict:

@@ -38,7 +38,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from darling_nemo.config import load_config, load_yaml_with_defaults  # noqa: E402
 from darling_nemo.data_prep import main_math, main_wildchat  # noqa: E402
-from darling_nemo.nemo_rl_adapter import (  # noqa: E402
+from darling_nemo.nemo_rl.adapter import (  # noqa: E402
     QUALITY_KEY,
     DarlingLogger,
     chat_prompt_processor,
@@ -371,7 +371,7 @@ def test_prepared_wildchat_prompts_through_nemo_rl_datasets(tmp_path, char_token
 def test_start_numbers_the_log_dir_attaches_to_ray_and_loads_the_tokenizer(
     tmp_path, char_tokenizer_dir, math_files, ray_cluster
 ):
-    # nemo_rl_adapter.start() as the recipes call it, in a fresh driver process that finds
+    # adapter.start() as the recipes call it, in a fresh driver process that finds
     # the running cluster through RAY_ADDRESS, as on SLURM (ray.sub / slurm/*.sub start Ray
     # first); NeMo-RL's init_ray() attaches to it.
     overrides = [
@@ -386,7 +386,7 @@ def test_start_numbers_the_log_dir_attaches_to_ray_and_loads_the_tokenizer(
         f"""
         import json, ray
         from darling_nemo.config import load_config
-        from darling_nemo.nemo_rl_adapter import start
+        from darling_nemo.nemo_rl.adapter import start
         cfg = load_config({str(CONF / "math_qwen3_4b_darling.yaml")!r}, {overrides!r})
         cfg, tokenizer = start(cfg)
         print("RESULT", json.dumps({{

@@ -102,7 +102,9 @@ def test_shrink_changes_only_sizes_paths_and_services():
     assert after["darling"] | {"judge": None} == cfg["darling"] | {"judge": None}
     assert after["darling"]["judge"]["template"] == "qwen3_math"
     assert after["loss_fn"] == cfg["loss_fn"]
-    assert after["policy"]["megatron_cfg"]["optimizer"] == cfg["policy"]["megatron_cfg"]["optimizer"]
+    assert (
+        after["policy"]["megatron_cfg"]["optimizer"] == cfg["policy"]["megatron_cfg"]["optimizer"]
+    )
     assert after["grpo"]["num_generations_per_prompt"] == 8  # DARLING's group size is kept
     assert after["grpo"]["normalize_rewards"] is False
     assert after["checkpointing"]["model_save_format"] == cfg["checkpointing"]["model_save_format"]
@@ -149,7 +151,9 @@ def test_rehearsal_passes(config):
     assert verdict(out).startswith("rehearsal: PASS"), verdict(out)
     assert rc == 0
     for phase in ("prepare", "ray", "run 1", "run 2"):
-        assert any(line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines())
+        assert any(
+            line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines()
+        )
 
 
 @pytest.mark.nemo_rl

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from darling_nemo import plan
 from darling_nemo.config import load_config
-from darling_nemo.nemo_rl_adapter import checkpoint_must_save_by, save_by_epoch
+from darling_nemo.nemo_rl.adapter import checkpoint_must_save_by, save_by_epoch
 from darling_nemo.schema import ServedJudgeConfig, validate_darling
 
 REPO = Path(__file__).resolve().parent.parent

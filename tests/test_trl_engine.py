@@ -260,7 +260,7 @@ def test_other_reward_functions_next_to_the_adapter_are_refused(tmp_path):
 def test_both_engines_log_the_same_darling_metrics():
     """The TRL reward and the NeMo-RL transform, fed the same two groups, log the same
     darling/* names with the same values (metrics.darling_step_metrics)."""
-    from darling_nemo.nemo_rl_adapter import DarlingRewardTransform
+    from darling_nemo.nemo_rl.adapter import DarlingRewardTransform
 
     # Group p: "x", "x", "y z", "w" with quality 1, 1, 1, 0 -> classes {0,1}, {2}, {3}
     # (short answers without shared words differ). Group q: "u" four times -> one class.

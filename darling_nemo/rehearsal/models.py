@@ -8,9 +8,8 @@ run as they would on the real checkpoint. The pair classifier is the judges' tin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import string
+from pathlib import Path
 
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
 from darling_nemo.mini.policy import word_tokenizer
@@ -21,8 +20,14 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}</{{ m['role'] }}>\n{% endfor %}"
     "{% if add_generation_prompt %}<assistant>{% endif %}"
 )
-TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64}
+TINY = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "intermediate_size": 64,
+}
 
 
 def family(model_name: str) -> str:
@@ -33,7 +38,9 @@ def family(model_name: str) -> str:
 def _tokenizer(path: Path, max_positions: int):
     """Word-level (one token per whitespace-separated word; others are <unk>), so a sampled
     response of 16 tokens is 16 words: past the short-answer rule, the judge decides."""
-    tok = word_tokenizer([*dict.fromkeys([*WORDS, *string.ascii_lowercase, *string.digits, *string.punctuation])])
+    tok = word_tokenizer(
+        [*dict.fromkeys([*WORDS, *string.ascii_lowercase, *string.digits, *string.punctuation])]
+    )
     tok.chat_template = CHAT_TEMPLATE
     tok.model_max_length = max_positions
     tok.save_pretrained(str(path))
@@ -64,7 +71,9 @@ def save_tiny_policy(path: Path, model_name: str, max_positions: int, seed: int 
     path.mkdir(parents=True, exist_ok=True)
     tok = _tokenizer(path, max_positions)
     torch.manual_seed(seed)
-    AutoModelForCausalLM.from_config(_config(family(model_name), tok, max_positions)).save_pretrained(str(path))
+    AutoModelForCausalLM.from_config(
+        _config(family(model_name), tok, max_positions)
+    ).save_pretrained(str(path))
     return path
 
 
@@ -83,4 +92,6 @@ def save_tiny_reward_model(path: Path, model_name: str, max_positions: int, seed
 
 def save_tiny_pair_classifier(path: Path, template: str) -> Path:
     """The judges' tiny classifier in the template's flavour (qwen3_math: a Qwen3 head)."""
-    return save_tiny_classifier(path, "qwen3" if template == "qwen3_math" else "bert", max_positions=512)
+    return save_tiny_classifier(
+        path, "qwen3" if template == "qwen3_math" else "bert", max_positions=512
+    )

@@ -15,6 +15,7 @@ Prints what it shrank, each phase with PASS/FAIL, and last `rehearsal: PASS` or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,8 +30,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from darling_nemo.config import load_config, save_config
 from darling_nemo.rehearsal.shrink import shrink_overrides, shrunk_cluster
@@ -58,10 +57,15 @@ class Rehearsal:
     overrides: list[str]
     task: str
     workdir: Path
+    ray_address: str = ""  # set once the private Ray is up
 
     @property
     def env(self) -> dict[str, str]:
+        """Every process of the rehearsal: the stand-in swap on PYTHONPATH (sitecustomize),
+        offline hubs, NeMo-RL's actors on this interpreter, the private Ray."""
         env = dict(os.environ)
+        if self.ray_address:
+            env["RAY_ADDRESS"] = self.ray_address
         env.update(
             PYTHONPATH=os.pathsep.join(
                 [str(SITE), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -84,7 +88,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_until(check: Any, timeout_s: float, what: str, proc: subprocess.Popen | None = None) -> None:
+def _wait_until(
+    check: Any, timeout_s: float, what: str, proc: subprocess.Popen | None = None
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -100,7 +106,9 @@ def _process_group(cmd: list[str], env: dict[str, str], log: Path):
     """A child in its own session; on exit its whole process group is stopped (it and only
     what it started: Ray's daemons and workers, or the classifier server)."""
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         yield proc
     finally:
@@ -114,10 +122,8 @@ def _process_group(cmd: list[str], env: dict[str, str], log: Path):
                 time.sleep(0.5)  # let the group's other members take the signal too
             except subprocess.TimeoutExpired:
                 continue
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # anything of the group still alive
-        except ProcessLookupError:
-            pass
 
 
 def _http_ok(url: str) -> bool:
@@ -167,7 +173,9 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any]]:
     judge = cfg["darling"]["judge"]
     classifier = None
     if judge["kind"] in ("served", "cross_encoder", "ray_pool"):
-        template = judge.get("template") or judge.get("classifier", {}).get("template", "modernbert")
+        template = judge.get("template") or judge.get("classifier", {}).get(
+            "template", "modernbert"
+        )
         classifier = models.save_tiny_pair_classifier(r.workdir / "classifier", template)
     changes = shrink_overrides(
         cfg,
@@ -200,11 +208,18 @@ def run_phase(r: Rehearsal, name: str, config: Path, steps: int, log: Path) -> s
     with log.open("w") as out:
         try:
             proc = subprocess.run(
-                cmd, env=r.env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                timeout=PHASE_TIMEOUT_S, check=False,
+                cmd,
+                env=r.env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=PHASE_TIMEOUT_S,
+                check=False,
             )
         except subprocess.TimeoutExpired:
-            raise RehearsalFailure(name, f"no result after {PHASE_TIMEOUT_S} s (log: {log})") from None
+            raise RehearsalFailure(
+                name, f"no result after {PHASE_TIMEOUT_S} s (log: {log})"
+            ) from None
     text = log.read_text(errors="replace")
     if proc.returncode != 0:
         raise RehearsalFailure(name, f"{_last_error(text)} (exit {proc.returncode}; log: {log})")
@@ -215,8 +230,10 @@ def _last_error(text: str) -> str:
     """The last exception line of a log (Ray prefixes actor lines with (Actor pid=...))."""
     lines = [re.sub(r"^\(.*?\)\s*", "", line).strip() for line in text.splitlines()]
     errors = [
-        line for line in lines
-        if re.match(r"^[\w.]*(Error|Exception|Failure)\b:?", line) or line.startswith("invalid config")
+        line
+        for line in lines
+        if re.match(r"^[\w.]*(Error|Exception|Failure)\b:?", line)
+        or line.startswith("invalid config")
     ]
     return errors[-1] if errors else (lines[-1] if lines else "no output")
 
@@ -224,6 +241,67 @@ def _last_error(text: str) -> str:
 def check(condition: bool, phase: str, error: str) -> None:
     if not condition:
         raise RehearsalFailure(phase, error)
+
+
+def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: int | None) -> None:
+    """The tiny classifier behind vLLM's /classify protocol on 127.0.0.1 (darling_nemo's
+    classify_server), until the rehearsal ends."""
+    drill = ["--exit-after-classify", str(dies_after)] if dies_after else []
+    server = stack.enter_context(
+        _process_group(
+            [
+                sys.executable,
+                "-m",
+                "darling_nemo.classify_server",
+                "serve",
+                str(r.workdir / "classifier"),
+                "--task",
+                "classify",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                *drill,
+            ],
+            r.env,
+            r.workdir / "classifier_server.log",
+        )
+    )
+    health = f"http://127.0.0.1:{port}/health"
+    _wait_until(lambda: _http_ok(health), 120, "classifier server", server)
+
+
+def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
+    """A private Ray head with `gpus` fake GPUs (its own port and temp dir), which NeMo-RL's
+    init_ray() attaches to through RAY_ADDRESS; stopped with its own process group. Each
+    placement-group bundle asks for CPUs, so Ray is told of more than the machine has."""
+    port = _free_port()
+    ray_proc = stack.enter_context(
+        _process_group(
+            [
+                "ray",
+                "start",
+                "--head",
+                "--block",
+                f"--port={port}",
+                f"--num-gpus={gpus}",
+                f"--num-cpus={16 + 4 * gpus}",
+                f"--temp-dir={r.workdir / 'ray'}",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+            ],
+            r.env,
+            r.workdir / "ray.log",
+        )
+    )
+    _wait_until(lambda: _port_open(port), 120, "ray", ray_proc)
+    r.ray_address = f"127.0.0.1:{port}"
+
+
+RUNS = (  # (phase, grpo.max_num_steps, resumed)
+    ("run 1 (setup, step 1, validation, checkpoint, stop)", 1, False),
+    ("run 2 (resume from step 1, step 2, checkpoint)", 2, True),
+)
 
 
 def rehearse(
@@ -246,81 +324,37 @@ def rehearse(
     try:
         with ExitStack() as stack:
             judge_port = _free_port()
-            cfg, shrunk = None, None
             config, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
             print("phase prepare (tiny models, prompts, shrunk config): PASS", flush=True)
             if shrunk["darling"]["judge"]["kind"] == "served":
                 phase = "judge server"
-                server = stack.enter_context(
-                    _process_group(
-                        [sys.executable, "-m", "darling_nemo.classify_server", "serve",
-                         str(workdir / "classifier"), "--task", "classify",
-                         "--host", "127.0.0.1", "--port", str(judge_port),
-                         *(["--exit-after-classify", str(judge_dies_after)] if judge_dies_after else [])],
-                        r.env, workdir / "classifier_server.log",
-                    )
-                )
-                try:
-                    _wait_until(lambda: _http_ok(f"http://127.0.0.1:{judge_port}/health"), 120, "classifier server", server)
-                except RuntimeError as err:
-                    raise RehearsalFailure(phase, str(err)) from None
-                print(f"phase judge server (classify_server on 127.0.0.1:{judge_port}): PASS", flush=True)
+                start_judge_server(r, stack, judge_port, judge_dies_after)
+                print(f"phase judge server (classify_server on 127.0.0.1:{judge_port}): PASS")
             phase = "ray"
             cluster = shrunk_cluster(load_config(config_path, overrides))
             gpus = shrunk["cluster"]["gpus_per_node"] * shrunk["cluster"]["num_nodes"]
-            ray_port = _free_port()
-            ray_proc = stack.enter_context(
-                _process_group(
-                    ["ray", "start", "--head", "--block", f"--port={ray_port}",
-                     f"--num-gpus={gpus}", f"--num-cpus={16 + 4 * gpus}",
-                     f"--temp-dir={workdir / 'ray'}", "--include-dashboard=false",
-                     "--disable-usage-stats"],
-                    r.env, workdir / "ray.log",
-                )
-            )
-            os.environ["RAY_ADDRESS"] = f"127.0.0.1:{ray_port}"
-            try:
-                _wait_until(lambda: _port_open(ray_port), 120, "ray", ray_proc)
-            except RuntimeError as err:
-                raise RehearsalFailure(phase, str(err)) from None
+            start_ray(r, stack, gpus)
+            rm = ", reward model 1" if cluster["rm_nodes"] else ""
             print(
-                f"phase ray (private, 127.0.0.1:{ray_port}, {gpus} fake GPUs: policy "
+                f"phase ray (private, {r.ray_address}, {gpus} fake GPUs: policy "
                 f"{cluster['policy_world']} = {cluster['policy_nodes']} node(s) x "
-                f"{cluster['gpus_per_node']}, DP {cluster['dp']}"
-                + (", reward model 1" if cluster["rm_nodes"] else "") + "): PASS",
+                f"{cluster['gpus_per_node']}, DP {cluster['dp']}{rm}): PASS",
                 flush=True,
             )
-            r_env_ray = {**r.env, "RAY_ADDRESS": os.environ["RAY_ADDRESS"]}
-            r.__dict__["_env"] = r_env_ray
-            phase = "run 1 (setup, step 1, validation, checkpoint, stop)"
-            t0 = time.monotonic()
-            text = run_phase(_with_env(r, r_env_ray), phase, config, 1, workdir / "run1.log")
-            verify_run(text, shrunk, phase, workdir, step=1, resumed=False)
-            print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
-            phase = "run 2 (resume from step 1, step 2, checkpoint)"
-            t0 = time.monotonic()
-            text = run_phase(_with_env(r, r_env_ray), phase, config, 2, workdir / "run2.log")
-            verify_run(text, shrunk, phase, workdir, step=2, resumed=True)
-            print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
+            for phase, steps, resumed in RUNS:
+                t0 = time.monotonic()
+                log = workdir / f"run{steps}.log"
+                text = run_phase(r, phase, config, steps, log)
+                verify_run(text, shrunk, phase, workdir, step=steps, resumed=resumed)
+                print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
     except RehearsalFailure as failure:
         print(f"rehearsal: FAIL at {failure.phase}: {failure.error}", flush=True)
         return 1
     except Exception as err:  # anything unforeseen is still one clear line
         print(f"rehearsal: FAIL at {phase}: {type(err).__name__}: {err}", flush=True)
         return 1
-    finally:
-        os.environ.pop("RAY_ADDRESS", None)
     print(f"rehearsal: PASS ({time.monotonic() - started:.0f} s; logs in {workdir})", flush=True)
     return 0
-
-
-def _with_env(r: Rehearsal, env: dict[str, str]) -> Rehearsal:
-    class _R(Rehearsal):
-        @property
-        def env(self) -> dict[str, str]:
-            return env
-
-    return _R(r.recipe, r.config_path, r.overrides, r.task, r.workdir)
 
 
 def logged_scalars(log_dir: Path) -> dict[str, dict[int, float]]:
@@ -336,7 +370,9 @@ def logged_scalars(log_dir: Path) -> dict[str, dict[int, float]]:
     return out
 
 
-def verify_run(text: str, cfg: dict[str, Any], phase: str, workdir: Path, step: int, resumed: bool) -> None:
+def verify_run(
+    text: str, cfg: dict[str, Any], phase: str, workdir: Path, step: int, resumed: bool
+) -> None:
     """What one run must have done, read from its log, its TensorBoard scalars and its files."""
     check("SETUP COMPLETE" in text, phase, "NeMo-RL's setup() did not complete")
     if resumed:
@@ -345,11 +381,19 @@ def verify_run(text: str, cfg: dict[str, Any], phase: str, workdir: Path, step: 
     check(bool(runs), phase, f"no NeMo-RL log folder under {workdir / 'logs'}")
     scalars = logged_scalars(runs[-1])
     trained = sorted(scalars.get("train/loss", {}))
-    check(trained == [step], phase, f"trained steps {trained}, expected [{step}] (a resume continues, it does not restart)")
+    check(
+        trained == [step],
+        phase,
+        f"trained steps {trained}, expected [{step}] (a resume continues, it does not restart)",
+    )
     for name in ("darling/quality_mean", "darling/diversity_mean", "timing/train/darling_judge"):
         check(step in scalars.get(name, {}), phase, f"{name} was not logged at step {step}")
     error = scalars["train/token_mult_prob_error"][step]
-    check(abs(error - 1.0) < 1e-3, phase, f"train/token_mult_prob_error={error:.4f}: generation and policy disagree (refit)")
+    check(
+        abs(error - 1.0) < 1e-3,
+        phase,
+        f"train/token_mult_prob_error={error:.4f}: generation and policy disagree (refit)",
+    )
     if cfg["grpo"]["val_period"] > 0:
         check(step in scalars.get("validation/accuracy", {}), phase, "validation did not run")
     if cfg["checkpointing"]["enabled"]:

@@ -36,12 +36,24 @@ def parallel_layout(cfg: dict[str, Any]) -> dict[str, int]:
     policy = cfg["policy"]
     if policy["megatron_cfg"]["enabled"]:
         mc = policy["megatron_cfg"]
-        tp, pp, cp = (mc[k] for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"))
+        tp, pp, cp = (
+            mc[k]
+            for k in (
+                "tensor_model_parallel_size",
+                "pipeline_model_parallel_size",
+                "context_parallel_size",
+            )
+        )
     else:
         dc = policy["dtensor_cfg"]
         tp, pp, cp = dc["tensor_parallel_size"], 1, dc["context_parallel_size"]
     vllm = policy["generation"]["vllm_cfg"]
-    return {"tp": tp, "pp": pp, "cp": cp, "vllm": vllm["tensor_parallel_size"] * vllm["pipeline_parallel_size"]}
+    return {
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "vllm": vllm["tensor_parallel_size"] * vllm["pipeline_parallel_size"],
+    }
 
 
 def shrunk_cluster(cfg: dict[str, Any]) -> dict[str, int]:

@@ -343,7 +343,10 @@ class _PolicyStandIn:
             out = Path(weights_path)
             out.mkdir(parents=True, exist_ok=True)
             self.model.save_pretrained(str(out), safe_serialization=model_format != "torch_save")
-            record = {"sha256": weights_fingerprint(self.model), "stands_in_for": self.stands_in_for}
+            record = {
+                "sha256": weights_fingerprint(self.model),
+                "stands_in_for": self.stands_in_for,
+            }
             (out / FINGERPRINT_FILE).write_text(json.dumps(record))
             if optimizer_path and self.optimizer is not None:
                 Path(optimizer_path).mkdir(parents=True, exist_ok=True)
@@ -449,9 +452,7 @@ class VllmGenerationWorkerStandIn:
         gpus = bundle_indices or [int(os.environ.get("LOCAL_RANK", "0"))]
         self.devices = [(node, gpu) for gpu in gpus]
         self.model = _load_causal_lm(config["model_name"]).eval()
-        self.generator = torch.Generator().manual_seed(
-            (seed or 0) * 1000 + node * 100 + gpus[0]
-        )
+        self.generator = torch.Generator().manual_seed((seed or 0) * 1000 + node * 100 + gpus[0])
         self._sockets: dict[tuple[int, int], Any] = {}
 
     # -- lifecycle and refit ------------------------------------------------------------------
@@ -522,7 +523,9 @@ class VllmGenerationWorkerStandIn:
             raise RuntimeError("refit: the weights received differ from prepare_refit_info")
         for other in received[1:]:
             if any(not torch.equal(state[k], other[k]) for k in state):
-                raise RuntimeError("refit: the policy ranks of one vLLM worker sent different weights")
+                raise RuntimeError(
+                    "refit: the policy ranks of one vLLM worker sent different weights"
+                )
         self.model.load_state_dict(state)
         return True
 

@@ -29,7 +29,9 @@ def _patch_worker_builder(module: ModuleType) -> None:
         return
 
     def init(self: Any, ray_actor_class_fqn: str, *args: Any, **kwargs: Any) -> None:
-        original_init(self, STAND_INS.get(ray_actor_class_fqn, ray_actor_class_fqn), *args, **kwargs)
+        original_init(
+            self, STAND_INS.get(ray_actor_class_fqn, ray_actor_class_fqn), *args, **kwargs
+        )
 
     init._rehearsal = True  # type: ignore[attr-defined]
     builder.__init__ = init

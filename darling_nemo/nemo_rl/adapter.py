@@ -16,7 +16,7 @@ rewrites `total_reward` with the DARLING reward (quality x diversity). It is cal
 generation batch in both rollout modes and never during validation, so validation accuracy
 stays the plain environment reward. NeMo-RL then subtracts its own group-mean baseline:
 with grpo.normalize_rewards=false and use_leave_one_out_baseline=false (checked by
-`schema.validate_nemo_rl_config`) the trained advantage is DARLING's.
+`checks.validate_nemo_rl_config`) the trained advantage is DARLING's.
 `async_grpo_train` never calls scale_rewards, so async GRPO is refused at validation.
 
 Groups. Rows are grouped by identical prompt token ids (the messages before the first
@@ -50,14 +50,15 @@ import torch
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.judges import make_judge
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
-from darling_nemo.schema import ConfigError, DarlingConfig, validate_nemo_rl_config
+from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
+from darling_nemo.schema import ConfigError, DarlingConfig
 
 NEMO_RL_VERSION = "0.4.0"
 QUALITY_KEY = "darling_quality"  # the environment reward, kept next to the DARLING reward
 DIVERSITY_KEY = "darling_diversity"
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
 JUDGE_TIMER = "darling_judge"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,9 +127,7 @@ class DarlingRewardTransform:
         prompts, responses = zip(*(prompt_and_response(log) for log in logs), strict=True)
         quality = rewards.detach().to(torch.float64).cpu().numpy()
         multiplier = batch.get("loss_multiplier")
-        kept = [
-            row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0
-        ]
+        kept = [row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0]
         reward, diversity = quality.copy(), np.ones_like(quality)
         result = None
         if kept:
@@ -489,7 +488,6 @@ def train(
         # Collect the failed run's objects now, while Ray is still connected.
         gc.collect()
         raise DriverFailed(failure)
-
 
 
 class DriverFailed(RuntimeError):

@@ -1,0 +1,168 @@
+"""Whether a NeMo-RL config asks NeMo-RL for what its `darling:` section says.
+
+Pure (plain dicts; no NeMo-RL import): NeMo-RL computes the advantage itself from the
+reward the adapter writes back, so its own keys must agree with the darling: section, and
+some NeMo-RL features cannot work with the DARLING hook. Every problem names its key path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from darling_nemo.core import Baseline
+from darling_nemo.schema import ConfigError, DarlingConfig, validate_darling
+
+
+def _lookup(cfg: dict[str, Any], path: str) -> tuple[bool, Any]:
+    node: Any = cfg
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def unknown_config_keys(
+    cfg: dict[str, Any], reference: dict[str, Any], skip: tuple[str, ...] = ("darling",)
+) -> list[str]:
+    """Key paths of `cfg` that `reference` (e.g. conf/base/common.yaml) does not have.
+
+    NeMo-RL ignores keys it does not read, so a misspelled key in a YAML silently trains
+    with the base's value. A reference value that is null or {} is free-form (anything
+    below it is accepted); top-level sections in `skip` are validated elsewhere.
+    """
+    unknown: list[str] = []
+
+    def walk(node: dict[str, Any], ref: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if not prefix and key in skip:
+                continue
+            if key not in ref:
+                unknown.append(path)
+            elif isinstance(value, dict) and isinstance(ref[key], dict) and ref[key]:
+                walk(value, ref[key], path + ".")
+
+    walk(cfg, reference, "")
+    return unknown
+
+
+def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
+    """Every way a NeMo-RL config disagrees with its validated `darling:` section.
+
+    NeMo-RL computes the advantage itself from the reward the adapter writes back, so its own
+    keys must ask for the same baseline as the darling: section, or the logged DARLING
+    advantages and the trained ones differ. Pure: takes the resolved config as plain dicts.
+    Returns one message per problem, each naming the key paths; empty when consistent.
+    """
+    problems: list[str] = []
+
+    def need(path: str) -> Any:
+        found, value = _lookup(cfg, path)
+        if not found:
+            problems.append(f"{path}: missing (NeMo-RL v0.4.0 reads it every step)")
+        return value
+
+    normalize = need("grpo.normalize_rewards")
+    if normalize is not None and bool(normalize) != darling.normalize_std:
+        problems.append(
+            f"grpo.normalize_rewards={str(normalize).lower()} contradicts "
+            f"darling.normalize_std={str(darling.normalize_std).lower()}: NeMo-RL divides "
+            "advantages by the group std exactly when grpo.normalize_rewards is true. "
+            "DARLING drops std normalisation (set both false); the 'partition with std' "
+            "ablation and std-normalised GRPO baselines set both true."
+        )
+    leave_one_out = need("grpo.use_leave_one_out_baseline")
+    wants_loo = darling.baseline is Baseline.LEAVE_ONE_OUT
+    if leave_one_out is not None and bool(leave_one_out) != wants_loo:
+        problems.append(
+            f"grpo.use_leave_one_out_baseline={str(leave_one_out).lower()} contradicts "
+            f"darling.baseline={darling.baseline.value}: set "
+            f"grpo.use_leave_one_out_baseline={str(wants_loo).lower()} (the reference uses the "
+            "group mean: baseline=mean, use_leave_one_out_baseline=false)."
+        )
+    if darling.normalize_std and wants_loo:
+        problems.append(
+            "darling.normalize_std=true with darling.baseline=leave_one_out is not supported "
+            "by the NeMo-RL engine: NeMo-RL's leave-one-out std is computed per sample over "
+            "the other responses, while the logged DARLING advantages divide by the group's "
+            "std, so logged and trained advantages would differ. Use baseline=mean with "
+            "normalize_std=true, or normalize_std=false."
+        )
+    found, shaping_enabled = _lookup(cfg, "grpo.reward_shaping.enabled")
+    if found and shaping_enabled and darling.enabled:
+        problems.append(
+            "grpo.reward_shaping.enabled=true is not supported with darling.enabled=true: "
+            "NeMo-RL applies reward shaping (the DAPO overlong penalty) after the DARLING "
+            "reward, adding it to quality x diversity. Set it false (GRPO baselines with "
+            "darling.enabled=false may use it)."
+        )
+    token_level = need("loss_fn.token_level_loss")
+    if token_level is not None and not token_level:
+        problems.append(
+            "loss_fn.token_level_loss=false: the reference (DARLING and its GRPO baseline) "
+            "averages the loss over all response tokens of the batch; set it true."
+        )
+    found, async_enabled = _lookup(cfg, "grpo.async_grpo.enabled")
+    if found and async_enabled:
+        problems.append(
+            "grpo.async_grpo.enabled=true is not supported: async_grpo_train never calls "
+            "grpo.scale_rewards, where the DARLING reward is applied. Set it false; vLLM "
+            "policy.generation.vllm_cfg.async_engine=true is supported."
+        )
+    found, dynamic = _lookup(cfg, "grpo.use_dynamic_sampling")
+    if found and dynamic:
+        problems.append(
+            "grpo.use_dynamic_sampling=true is not supported: NeMo-RL's dynamic sampling "
+            "filters groups by the std of the reward the DARLING hook wrote and draws more "
+            "generation batches per step, so the darling/* metrics would count discarded "
+            "groups and a judge call would be spent on every discarded batch. Set it false."
+        )
+    found, overlong = _lookup(cfg, "grpo.overlong_filtering")
+    if found and overlong:
+        problems.append(
+            "grpo.overlong_filtering=true is not supported: NeMo-RL masks truncated "
+            "responses out of the loss only after they were partitioned (making their "
+            "siblings look less diverse) and counted in the group mean. Set it false; "
+            "truncated math responses already score quality 0."
+        )
+    found, save_format = _lookup(cfg, "checkpointing.model_save_format")
+    found_v2, v2 = _lookup(cfg, "policy.dtensor_cfg._v2")
+    if found and save_format is not None and not (found_v2 and v2):
+        problems.append(
+            f"checkpointing.model_save_format={save_format}: NeMo-RL v0.4.0's "
+            "Policy.save_checkpoint refuses a format unless policy.dtensor_cfg._v2=true, so "
+            "the run would crash at its first checkpoint. Set it null (the Megatron worker "
+            "writes its own format)."
+        )
+    generations = need("grpo.num_generations_per_prompt")
+    if generations is not None and generations < 2:
+        problems.append(
+            f"grpo.num_generations_per_prompt={generations}: diversity and a group baseline "
+            "need at least 2 responses per prompt."
+        )
+    return problems
+
+
+def validate_nemo_rl_config(
+    cfg: dict[str, Any], reference: dict[str, Any] | None = None
+) -> DarlingConfig:
+    """Validate the darling: section, then its consistency with NeMo-RL's keys; all at once.
+
+    The section is required here: a NeMo-RL recipe without one would silently train with
+    the defaults. With `reference` (the recipes pass conf/base/common.yaml), keys outside
+    it are reported too, so a misspelled NeMo-RL key fails instead of being ignored.
+    """
+    if not isinstance(cfg.get("darling"), dict):
+        raise ConfigError("invalid config:\n  darling: missing (a mapping is required)")
+    darling = validate_darling(cfg["darling"])
+    problems = nemo_rl_contradictions(cfg, darling)
+    if reference is not None:
+        problems += [
+            f"{path}: unknown key (not in the reference config; check the spelling, or add "
+            "it to conf/base/common.yaml if NeMo-RL v0.4.0 reads it)"
+            for path in unknown_config_keys(cfg, reference)
+        ]
+    if problems:
+        raise ConfigError("invalid config:\n" + "\n".join(f"  {p}" for p in problems))
+    return darling
