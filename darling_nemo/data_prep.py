@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.jsonl import read_jsonl_numbered
+from darling_nemo.jsonl import read_json, read_jsonl_numbered
 
 PROBLEM_KEYS = ("problem", "question", "prompt", "input")
 ANSWER_KEYS = ("expected_answer", "answer", "final_answer", "output")
@@ -60,7 +60,10 @@ def read_records(source: str, split: str = "train") -> Iterator[tuple[str, dict[
         for line_no, record in records:
             yield f"{path}:{line_no}", record
     elif path.suffix == ".json":
-        data = json.loads(path.read_text())
+        try:
+            data = read_json(path)
+        except (FileNotFoundError, ValueError) as err:
+            raise DataError(str(err)) from None
         if not isinstance(data, list):
             raise DataError(f"{path}: expected a JSON list of objects")
         for row, record in enumerate(data):
