@@ -17,6 +17,7 @@ on stderr, naming the file:line or key path, and exit code 2.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import functools
 import re
@@ -282,3 +283,55 @@ def save_config(cfg: dict[str, Any], path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def example_epilog(doc: str, prog: str | None = None) -> str:
+    """`example:` and the first command of a module docstring (its first indented line that
+    starts with `prog`, else with `uv run` or `darling-`, with its `\\` continuation lines),
+    for `--help`.
+    (In a docstring that is not raw, Python has already joined `\\`-continued lines: the
+    run of spaces left where a line break was is closed up.)"""
+    lines = doc.splitlines()
+    starts = [
+        k
+        for k, line in enumerate(lines)
+        if line.startswith("    ") and line.strip().startswith(prog or ("uv run ", "darling-"))
+    ]
+    if not starts:
+        raise ValueError("the docstring has no indented example command")
+    command = []
+    for line in lines[starts[0] :]:
+        command.append("  " + " ".join(line.split()))
+        if not line.rstrip().endswith("\\"):
+            break
+    return "example:\n" + "\n".join(command) + "\n"
+
+
+def command_parser(
+    doc: str, prog: str | None = None, description: str | None = None
+) -> argparse.ArgumentParser:
+    """A parser whose description is the docstring's first line and whose epilog is its
+    example command (`example_epilog`; `prog`'s own when the docstring shows several)."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description or doc.strip().splitlines()[0],
+        epilog=example_epilog(doc, prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def config_parser(doc: str, *, config_required: bool = True) -> argparse.ArgumentParser:
+    """`command_parser` with `--config FILE` and strict `KEY=VALUE` overrides."""
+    parser = command_parser(doc)
+    parser.add_argument(
+        "--config",
+        required=config_required,
+        help="YAML config" + ("" if config_required else " (default: the schema's defaults)"),
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="override key.path=value (strict: a key of the file or of its schema)",
+    )
+    return parser

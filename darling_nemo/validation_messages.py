@@ -38,7 +38,12 @@ _BOUNDS = {
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-    text = repr(value)
+    """A value as the YAML that gave it: null, true, 'text'."""
+    text = (
+        {None: "null", True: "true", False: "false"}.get(value, repr(value))
+        if isinstance(value, bool | None)
+        else repr(value)
+    )
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
