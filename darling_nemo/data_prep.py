@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -245,17 +245,27 @@ def _finish(rows: list[dict[str, str]], args: argparse.Namespace) -> int:
     return 0
 
 
-@exits_on_config_error("darling-prep-math", DataError)
-def main_math(argv: Sequence[str] | None = None) -> int:
-    """problems with reference answers -> ResponseDataset JSONL."""
-    parser = _parser("darling-prep-math", main_math.__doc__ or "", ["problem", "answer"])
+def _convert(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    make_row: Callable[[str, dict[str, Any], argparse.Namespace], dict[str, str]],
+) -> int:
     args = parser.parse_args(argv)
     rows = [
-        math_row(where, record, args.problem_key, args.answer_key)
+        make_row(where, record, args)
         for source in args.sources
         for where, record in read_records(source, args.split)
     ]
     return _finish(rows, args)
+
+
+@exits_on_config_error("darling-prep-math", DataError)
+def main_math(argv: Sequence[str] | None = None) -> int:
+    """problems with reference answers -> ResponseDataset JSONL."""
+    parser = _parser("darling-prep-math", main_math.__doc__ or "", ["problem", "answer"])
+    return _convert(
+        parser, argv, lambda where, record, a: math_row(where, record, a.problem_key, a.answer_key)
+    )
 
 
 @exits_on_config_error("darling-prep-wildchat", DataError)
@@ -263,10 +273,6 @@ def main_wildchat(argv: Sequence[str] | None = None) -> int:
     """chat prompts (no answers) -> ResponseDataset JSONL."""
     parser = _parser("darling-prep-wildchat", main_wildchat.__doc__ or "", ["prompt"])
     parser.add_argument("--task-name", default="wildchat", help="routes rows to the RM env")
-    args = parser.parse_args(argv)
-    rows = [
-        chat_row(where, record, args.prompt_key, args.task_name)
-        for source in args.sources
-        for where, record in read_records(source, args.split)
-    ]
-    return _finish(rows, args)
+    return _convert(
+        parser, argv, lambda where, record, a: chat_row(where, record, a.prompt_key, a.task_name)
+    )
