@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from darling_nemo.schema import (
     ConfigError,
     DarlingConfig,
+    MiniConfig,
     TrlRunConfig,
     validate_section,
 )
@@ -118,10 +119,14 @@ Schema = type[BaseModel] | Mapping[str, type[BaseModel]]
 
 def infer_schema(cfg: Mapping[str, Any]) -> Schema | None:
     """The schema a loaded config declares by itself: an `engine: trl` config is a
-    TrlRunConfig; in any other config with a `darling:` section (NeMo-RL's) that section is
-    a DarlingConfig and the rest is NeMo-RL's own (checked against conf/base/common.yaml)."""
+    TrlRunConfig, one with `arms:` (a darling: section per arm) the miniature's MiniConfig;
+    in any other config with a `darling:` section (NeMo-RL's) that section is a
+    DarlingConfig and the rest is NeMo-RL's own (checked against conf/base/common.yaml).
+    Commands that know their schema pass it instead."""
     if cfg.get("engine") == "trl":
         return TrlRunConfig
+    if isinstance(cfg.get("arms"), dict):
+        return MiniConfig
     if isinstance(cfg.get("darling"), dict):
         return {"darling": DarlingConfig}
     return None

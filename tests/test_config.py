@@ -141,6 +141,14 @@ def test_exponent_floats_are_floats_in_files_and_overrides(tmp_path):
             1e-5,
         ),
         ("mini/default.yaml", MiniConfig, "arms.grpo.floor=0", ("arms", "grpo", "floor"), 0),
+        # recipes/darling_mini.py names no schema: an `arms:` config declares MiniConfig
+        (
+            "mini/default.yaml",
+            None,
+            "arms.darling.judge_rounds=one",
+            ("arms", "darling", "judge_rounds"),
+            "one",
+        ),
         ("mini/default.yaml", MiniConfig, "warm_start.steps=3", ("warm_start", "steps"), 3),
         ("eval/math_tiny.yaml", MathEvalConfig, "sampling.seed=7", ("sampling", "seed"), 7),
         (
