@@ -187,11 +187,15 @@ def apply_overrides(
             if child is None and (add or part in space.known):
                 slot = child_slot(space, part)
                 child = node[part] = dict(key_space(slot).seed)
-            elif child is None:
+            elif part not in node:
                 raise ConfigError(_unknown_key(item, parts[: depth + 1], space, node, key))
             if not isinstance(child, dict):
                 where = ".".join(parts[: depth + 1])
-                raise ConfigError(f"override {item!r}: {where!r} is a value, not a section")
+                shown = "null" if child is None else "a value"
+                raise ConfigError(
+                    f"override {item!r}: {where!r} is {shown}, not a section"
+                    + (f" (+{key}=... makes it one)" if child is None and space.open else "")
+                )
             node[part] = child = dict(child)
             space = key_space(child_slot(space, part), child)
             node = child

@@ -257,3 +257,14 @@ def test_every_config_error_ends_a_command_with_one_line_and_exit_code_2(tmp_pat
     assert main([]) == 2
     assert capsys.readouterr().err == f"demo: config file not found: {tmp_path / 'missing.yaml'}\n"
     assert not written.exists()
+
+
+def test_a_null_or_scalar_is_not_a_section():
+    cfg = {"a": {"b": None, "d": 3}}
+    with pytest.raises(
+        ConfigError, match=r"'a\.b' is null, not a section \(\+a\.b\.c=\.\.\. makes"
+    ):
+        apply_overrides(cfg, ["a.b.c=1"])
+    assert apply_overrides(cfg, ["+a.b.c=1"]) == {"a": {"b": {"c": 1}, "d": 3}}
+    with pytest.raises(ConfigError, match=r"'a\.d' is a value, not a section$"):
+        apply_overrides(cfg, ["+a.d.c=1"])
