@@ -251,12 +251,3 @@ def test_missing_or_bad_data_is_one_line_exit_2_and_writes_nothing(tmp_path, cap
     assert "config file not found" in capsys.readouterr().err
     assert not out.exists()  # nothing written before the config and the data are accepted
 
-
-def test_help_shows_an_example_command():
-    result = subprocess.run(
-        [sys.executable, str(RECIPE), "--help"], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0
-    assert (
-        "example:\n  uv run recipes/train_classifier.py --config conf/classifier/" in result.stdout
-    )
