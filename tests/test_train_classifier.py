@@ -250,4 +250,3 @@ def test_missing_or_bad_data_is_one_line_exit_2_and_writes_nothing(tmp_path, cap
     assert recipe.main(["--config", str(tmp_path / "no.yaml"), f"output_dir={out}"]) == 2
     assert "config file not found" in capsys.readouterr().err
     assert not out.exists()  # nothing written before the config and the data are accepted
-
