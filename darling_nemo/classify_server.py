@@ -40,6 +40,8 @@ import numpy as np
 from aiohttp import web
 
 from darling_nemo.judges.cross_encoder import SequenceClassifier
+from darling_nemo.schema import CrossEncoderJudgeConfig
+from darling_nemo.schema_keys import choices
 
 
 def error_response(message: str, status: int, kind: str = "BadRequestError") -> web.Response:
@@ -221,7 +223,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0: any free port")
     p.add_argument("--served-model-name", default=None, help="default: the model argument")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    dtypes = choices(CrossEncoderJudgeConfig.model_fields["dtype"].annotation)
+    p.add_argument("--dtype", default="auto", choices=dtypes)
     p.add_argument("--device", default="auto", help="auto: cuda if available, else cpu")
     p.add_argument("--max-model-len", type=int, default=None, help="default: the model's")
     p.add_argument("--max-batch-size", type=int, default=32, help="texts per forward pass")

@@ -6,21 +6,41 @@ CI can load every file in conf/ without NeMo-RL installed.
 
     cfg = load_config("conf/grpo_math_qwen3_4b.yaml", ["grpo.num_prompts_per_step=8"])
 
-Overrides are strict: `a.b=c` fails unless key a.b exists (`+a.b=c` adds it, `~a.b`
-deletes it). Values are parsed as YAML (`x=1e-6` is a float, `x=[1,2]` a list).
+Overrides are strict: `a.b=c` fails unless the config has key a.b or its schema knows it;
+a typo is answered with the closest known key. `+a.b=c` adds a key where a section takes
+keys no schema lists (NeMo-RL's own sections), `~a.b` deletes one. Values are parsed as
+YAML (`x=1e-6` is a float, `x=[1,2]` a list).
+
+Commands end on a bad config through one path (`exits_on_config_error`): `prog: message`
+on stderr, naming the file:line or key path, and exit code 2.
 """
 
 from __future__ import annotations
 
+import argparse
+import difflib
+import functools
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import yaml
 from omegaconf import OmegaConf
+from pydantic import BaseModel
 
-from darling_nemo.schema import ConfigError
+from darling_nemo.schema import (
+    ConfigError,
+    DarlingConfig,
+    MiniConfig,
+    TrlRunConfig,
+    validate_section,
+)
+from darling_nemo.schema_keys import FREE, KeySpace, Slot, child_slot, key_space, sections_space
+
+P = ParamSpec("P")
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class _Loader(yaml.SafeLoader):
@@ -94,9 +114,62 @@ def load_yaml_with_defaults(path: str | Path, _seen: tuple[Path, ...] = ()) -> d
     return _deep_merge(merged, data)
 
 
-def apply_overrides(cfg: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply `a.b=c`, `+a.b=c` and `~a.b` in order; unknown keys are errors."""
+Schema = type[BaseModel] | Mapping[str, type[BaseModel]]
+
+
+def infer_schema(cfg: Mapping[str, Any]) -> Schema | None:
+    """The schema a loaded config declares by itself: an `engine: trl` config is a
+    TrlRunConfig, one with `arms:` (a darling: section per arm) the miniature's MiniConfig;
+    in any other config with a `darling:` section (NeMo-RL's) that section is a
+    DarlingConfig and the rest is NeMo-RL's own (checked against conf/base/common.yaml).
+    Commands that know their schema pass it instead."""
+    if cfg.get("engine") == "trl":
+        return TrlRunConfig
+    if isinstance(cfg.get("arms"), dict):
+        return MiniConfig
+    if isinstance(cfg.get("darling"), dict):
+        return {"darling": DarlingConfig}
+    return None
+
+
+def _root_space(schema: Schema | None) -> KeySpace:
+    if schema is None:
+        return FREE
+    if isinstance(schema, Mapping):
+        return sections_space(schema)
+    return key_space(Slot(schema))
+
+
+def _unknown_key(
+    item: str, path: list[str], space: KeySpace, node: Mapping[str, Any], full_key: str
+) -> str:
+    """`override ...: unknown key 'a.b'; did you mean 'a.c'?`, and `+` only where a section
+    takes keys its schema does not list (NeMo-RL's own sections, `dict` fields)."""
+    where, key = ".".join(path), path[-1]
+    candidates = sorted(set(node) | set(space.known))
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    message = f"override {item!r}: unknown key {where!r}"
+    if close:
+        message += f"; did you mean {'.'.join([*path[:-1], close[0]])!r}?"
+    elif candidates and not space.open:
+        section = ".".join(path[:-1]) or "the top level"
+        message += f" ({section} has: {', '.join(candidates)})"
+    if space.open:
+        message += f" (to add a new key: +{full_key}=...)"
+    return message
+
+
+def apply_overrides(
+    cfg: dict[str, Any], overrides: Sequence[str], schema: Schema | None = None
+) -> dict[str, Any]:
+    """Apply `a.b=c`, `+a.b=c` and `~a.b` in order; unknown keys are errors.
+
+    A key is known when the config has it or `schema` declares it (a pydantic model for the
+    whole config, or {section: model} for the sections that have one), so a schema default
+    the YAML does not spell out can be overridden without `+`.
+    """
     out = _deep_merge({}, cfg)
+    root = _root_space(schema)
     for item in overrides:
         delete = item.startswith("~")
         add = item.startswith("+")
@@ -108,18 +181,23 @@ def apply_overrides(cfg: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
         else:
             key, value_text = body.split("=", 1)
         parts = key.strip().split(".")
-        node = out
+        node, space = out, root
         for depth, part in enumerate(parts[:-1]):
             child = node.get(part)
-            if child is None and add:
-                child = node[part] = {}
+            if child is None and (add or part in space.known):
+                slot = child_slot(space, part)
+                child = node[part] = dict(key_space(slot).seed)
+            elif part not in node:
+                raise ConfigError(_unknown_key(item, parts[: depth + 1], space, node, key))
             if not isinstance(child, dict):
                 where = ".".join(parts[: depth + 1])
+                shown = "null" if child is None else "a value"
                 raise ConfigError(
-                    f"override {item!r}: no section {where!r} in the config"
-                    + ("" if add else " (use +key=value to add a new key)")
+                    f"override {item!r}: {where!r} is {shown}, not a section"
+                    + (f" (+{key}=... makes it one)" if child is None and space.open else "")
                 )
             node[part] = child = dict(child)
+            space = key_space(child_slot(space, part), child)
             node = child
         leaf = parts[-1]
         if delete:
@@ -127,10 +205,8 @@ def apply_overrides(cfg: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
                 raise ConfigError(f"override {item!r}: key {key!r} does not exist")
             del node[leaf]
             continue
-        if leaf not in node and not add:
-            raise ConfigError(
-                f"override {item!r}: unknown key {key!r} (use +{key}=... to add a new key)"
-            )
+        if leaf not in node and not add and leaf not in space.known:
+            raise ConfigError(_unknown_key(item, parts, space, node, key))
         try:
             node[leaf] = _parse_yaml(value_text) if value_text != "" else ""
         except yaml.YAMLError as err:
@@ -148,9 +224,67 @@ def resolve(cfg: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"cannot resolve interpolation: {err}") from None
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """File + defaults chain + overrides, interpolations resolved, as plain dicts."""
-    return resolve(apply_overrides(load_yaml_with_defaults(path), overrides))
+def load_config(
+    path: str | Path, overrides: Sequence[str] = (), schema: Schema | None = None
+) -> dict[str, Any]:
+    """File + defaults chain + overrides, interpolations resolved, as plain dicts.
+
+    Overrides may set any key the config has or its schema knows (`schema`, else the one
+    the file declares: `infer_schema`).
+    """
+    raw = load_yaml_with_defaults(path)
+    return resolve(apply_overrides(raw, overrides, schema or infer_schema(raw)))
+
+
+def load_validated(
+    path: str | Path | None, overrides: Sequence[str], schema: type[Model]
+) -> tuple[Model, dict[str, Any]]:
+    """(validated model, resolved config dict) of a config file (None: the schema's
+    defaults) plus overrides; raises ConfigError naming the file, line or key path."""
+    raw = (
+        load_config(path, overrides, schema)
+        if path
+        else resolve(apply_overrides({}, overrides, schema))
+    )
+    try:
+        return validate_section(schema, raw), raw
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}" if path else str(err)) from None
+
+
+CONFIG_ERROR_EXIT_CODE = 2  # argparse's code for a bad command line
+
+
+def report_error(prog: str, err: BaseException) -> int:
+    """The one way a command ends on a bad config or input: `prog: message` on stderr (the
+    message names the file:line or key path), no traceback; returns the exit code, 2."""
+    print(f"{prog}: {err}", file=sys.stderr, flush=True)
+    return CONFIG_ERROR_EXIT_CODE
+
+
+def exits_on_config_error(
+    prog: str, *also: type[Exception]
+) -> Callable[[Callable[P, int | None]], Callable[P, int]]:
+    """Decorate a command's `main`: a ConfigError (or one of `also`, e.g. a data error)
+    raised anywhere in it ends the command through `report_error` (exit code 2).
+
+        @exits_on_config_error("eval_math")
+        def main(argv: list[str] | None = None) -> int: ...
+        sys.exit(main())
+    """
+    caught = (ConfigError, *also)
+
+    def decorate(main: Callable[P, int | None]) -> Callable[P, int]:
+        @functools.wraps(main)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> int:
+            try:
+                return main(*args, **kwargs) or 0
+            except caught as err:
+                return report_error(prog, err)
+
+        return wrapper
+
+    return decorate
 
 
 def save_config(cfg: dict[str, Any], path: str | Path) -> None:
@@ -158,3 +292,55 @@ def save_config(cfg: dict[str, Any], path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def example_epilog(doc: str, prog: str | None = None) -> str:
+    """`example:` and the first command of a module docstring (its first indented line that
+    starts with `prog`, else with `uv run` or `darling-`, with its `\\` continuation lines),
+    for `--help`.
+    (In a docstring that is not raw, Python has already joined `\\`-continued lines: the
+    run of spaces left where a line break was is closed up.)"""
+    lines = doc.splitlines()
+    starts = [
+        k
+        for k, line in enumerate(lines)
+        if line.startswith("    ") and line.strip().startswith(prog or ("uv run ", "darling-"))
+    ]
+    if not starts:
+        raise ValueError("the docstring has no indented example command")
+    command = []
+    for line in lines[starts[0] :]:
+        command.append("  " + " ".join(line.split()))
+        if not line.rstrip().endswith("\\"):
+            break
+    return "example:\n" + "\n".join(command) + "\n"
+
+
+def command_parser(
+    doc: str, prog: str | None = None, description: str | None = None
+) -> argparse.ArgumentParser:
+    """A parser whose description is the docstring's first line and whose epilog is its
+    example command (`example_epilog`; `prog`'s own when the docstring shows several)."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description or doc.strip().splitlines()[0],
+        epilog=example_epilog(doc, prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def config_parser(doc: str, *, config_required: bool = True) -> argparse.ArgumentParser:
+    """`command_parser` with `--config FILE` and strict `KEY=VALUE` overrides."""
+    parser = command_parser(doc)
+    parser.add_argument(
+        "--config",
+        required=config_required,
+        help="YAML config" + ("" if config_required else " (default: the schema's defaults)"),
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="override key.path=value (strict: a key of the file or of its schema)",
+    )
+    return parser

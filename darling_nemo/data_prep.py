@@ -26,12 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.jsonl import read_jsonl_numbered
+from darling_nemo.config import command_parser, exits_on_config_error
+from darling_nemo.jsonl import read_json, read_jsonl_numbered
 
 PROBLEM_KEYS = ("problem", "question", "prompt", "input")
 ANSWER_KEYS = ("expected_answer", "answer", "final_answer", "output")
@@ -61,7 +61,10 @@ def read_records(source: str, split: str = "train") -> Iterator[tuple[str, dict[
         for line_no, record in records:
             yield f"{path}:{line_no}", record
     elif path.suffix == ".json":
-        data = json.loads(path.read_text())
+        try:
+            data = read_json(path)
+        except (FileNotFoundError, ValueError) as err:
+            raise DataError(str(err)) from None
         if not isinstance(data, list):
             raise DataError(f"{path}: expected a JSON list of objects")
         for row, record in enumerate(data):
@@ -204,8 +207,8 @@ def write_jsonl(rows: list[dict[str, str]], out: str | Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _parser(description: str, key_flags: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description)
+def _parser(prog: str, description: str, key_flags: Sequence[str]) -> argparse.ArgumentParser:
+    parser = command_parser(__doc__, prog, description)
     parser.add_argument("sources", nargs="+", help=".jsonl/.json/.parquet files or hub names")
     parser.add_argument("--out", required=True, help="output JSONL")
     parser.add_argument("--split", default="train", help="split of a hub dataset")
@@ -243,33 +246,34 @@ def _finish(rows: list[dict[str, str]], args: argparse.Namespace) -> int:
     return 0
 
 
-def main_math(argv: Sequence[str] | None = None) -> int:
-    """darling-prep-math: problems with reference answers -> ResponseDataset JSONL."""
-    args = _parser(main_math.__doc__ or "", ["problem", "answer"]).parse_args(argv)
-    try:
-        rows = [
-            math_row(where, record, args.problem_key, args.answer_key)
-            for source in args.sources
-            for where, record in read_records(source, args.split)
-        ]
-        return _finish(rows, args)
-    except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-
-
-def main_wildchat(argv: Sequence[str] | None = None) -> int:
-    """darling-prep-wildchat: chat prompts (no answers) -> ResponseDataset JSONL."""
-    parser = _parser(main_wildchat.__doc__ or "", ["prompt"])
-    parser.add_argument("--task-name", default="wildchat", help="routes rows to the RM env")
+def _convert(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    make_row: Callable[[str, dict[str, Any], argparse.Namespace], dict[str, str]],
+) -> int:
     args = parser.parse_args(argv)
-    try:
-        rows = [
-            chat_row(where, record, args.prompt_key, args.task_name)
-            for source in args.sources
-            for where, record in read_records(source, args.split)
-        ]
-        return _finish(rows, args)
-    except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    rows = [
+        make_row(where, record, args)
+        for source in args.sources
+        for where, record in read_records(source, args.split)
+    ]
+    return _finish(rows, args)
+
+
+@exits_on_config_error("darling-prep-math", DataError)
+def main_math(argv: Sequence[str] | None = None) -> int:
+    """problems with reference answers -> ResponseDataset JSONL."""
+    parser = _parser("darling-prep-math", main_math.__doc__ or "", ["problem", "answer"])
+    return _convert(
+        parser, argv, lambda where, record, a: math_row(where, record, a.problem_key, a.answer_key)
+    )
+
+
+@exits_on_config_error("darling-prep-wildchat", DataError)
+def main_wildchat(argv: Sequence[str] | None = None) -> int:
+    """chat prompts (no answers) -> ResponseDataset JSONL."""
+    parser = _parser("darling-prep-wildchat", main_wildchat.__doc__ or "", ["prompt"])
+    parser.add_argument("--task-name", default="wildchat", help="routes rows to the RM env")
+    return _convert(
+        parser, argv, lambda where, record, a: chat_row(where, record, a.prompt_key, a.task_name)
+    )

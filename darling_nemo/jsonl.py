@@ -1,10 +1,45 @@
-"""Reading input JSONL files: every line a JSON object, errors name the file and line."""
+"""Reading input JSON and JSONL files: every line a JSON object, errors name the file and
+line and say the whole problem (json's message and column, or the byte that is not UTF-8)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+
+
+def decode_json_line(raw: bytes) -> tuple[Any, str | None]:
+    """(value, None) for one line of a JSONL file, or (None, the problem in full words):
+    `not valid JSON: Expecting ',' delimiter (column 7)` or
+    `not UTF-8 text: byte 0xff at column 3`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8 text: byte 0x{raw[err.start]:02x} at column {err.start + 1}"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as err:
+        return None, f"not valid JSON: {err.msg} (column {err.colno})"
+
+
+def read_json(path: str | Path) -> Any:
+    """A whole JSON file; raises FileNotFoundError naming the path, or ValueError with
+    `file:line: not valid JSON: <json's message> (column N)`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text: byte 0x{raw[err.start]:02x}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{path}:{err.lineno}: not valid JSON: {err.msg} (column {err.colno})"
+        ) from None
 
 
 def scan_jsonl(
@@ -19,19 +54,17 @@ def scan_jsonl(
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     records, problems = [], []
-    with path.open() as fh:
+    with path.open("rb") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                problems.append((lineno, f"not valid JSON ({err.msg})"))
-                continue
-            if not isinstance(record, dict):
+            record, problem = decode_json_line(line)
+            if problem is not None:
+                problems.append((lineno, problem))
+            elif not isinstance(record, dict):
                 problems.append((lineno, "expected a JSON object"))
-                continue
-            records.append((lineno, record))
+            else:
+                records.append((lineno, record))
     return records, problems
 
 

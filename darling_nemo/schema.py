@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from darling_nemo.core import Baseline, DarlingSettings, Fusion, PartitionScope, QualityShift
+from darling_nemo.validation_messages import describe_error
 
 
 class Strict(BaseModel):
@@ -352,13 +353,17 @@ class DarlingConfig(Strict):
         )
 
 
-def format_validation_error(err: ValidationError, prefix: str = "") -> str:
-    """All problems at once, one line each, as dotted key paths (`darling.judge.kind: ...`)."""
-    lines = []
-    for e in err.errors():
-        path = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
-        lines.append(f"  {path}: {e['msg']}")
-    return "invalid config:\n" + "\n".join(lines)
+def format_validation_error(
+    err: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> str:
+    """All problems at once, one line each: the dotted key path and the problem in plain
+    words (`darling.judge.kind: 'bogus' is not one of lexical, cross_encoder, ...`).
+
+    With `model` (the class validated) pydantic's union tags leave the key paths, closed
+    sets list their values and an unknown key is answered with the closest known one.
+    """
+    lines = [describe_error(e, prefix, model) for e in err.errors()]
+    return "invalid config:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 class ConfigError(ValueError):
@@ -370,7 +375,7 @@ def validate_darling(section: dict[str, Any] | None, prefix: str = "darling") ->
     try:
         return DarlingConfig.model_validate(section or {})
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, prefix)) from None
+        raise ConfigError(format_validation_error(err, prefix, DarlingConfig)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -601,4 +606,4 @@ def validate_section(model: type[Strict], section: dict[str, Any], prefix: str =
     try:
         return model.model_validate(section)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, prefix)) from None
+        raise ConfigError(format_validation_error(err, prefix, model)) from None

@@ -20,11 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from darling_nemo.config import apply_overrides, load_config
+from darling_nemo.config import apply_overrides, command_parser, exits_on_config_error, load_config
 from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import JudgeError, make_judge
-from darling_nemo.schema import ConfigError, DarlingConfig, validate_darling
+from darling_nemo.schema import DarlingConfig, JudgeConfig, validate_darling
+from darling_nemo.schema_keys import choices
 
 GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call carries many pairs
 
@@ -106,28 +107,27 @@ def build_config(args: argparse.Namespace) -> DarlingConfig:
             mode="json"
         )
     overrides = [*args.set, *(f"judge.{item}" for item in args.judge_set)]
-    return validate_darling(apply_overrides(section, overrides))
+    return validate_darling(apply_overrides(section, overrides, DarlingConfig))
 
 
+@exits_on_config_error("darling-score", ValueError, FileNotFoundError)
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="darling-score", description=__doc__.split("\n")[0])
+    parser = command_parser(__doc__, prog="darling-score")
     parser.add_argument("input", type=Path, help="JSONL of groups")
     parser.add_argument("-o", "--output", type=Path, help="output JSONL (default: stdout)")
     parser.add_argument("--config", help="YAML file whose `darling:` section is used")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="darling.KEY override"
     )
-    parser.add_argument("--judge", help="judge kind (lexical, cross_encoder, embedding, ...)")
+    parser.add_argument("--judge", choices=choices(JudgeConfig), help="judge kind")
     parser.add_argument(
         "--judge-set", action="append", default=[], metavar="KEY=VALUE", help="judge option"
     )
     args = parser.parse_args(argv)
+    cfg = build_config(args)
+    groups = read_groups(args.input)
     try:
-        cfg = build_config(args)
-        scored = score_groups(read_groups(args.input), cfg)
-    except (ConfigError, ValueError, FileNotFoundError) as err:
-        print(f"darling-score: {err}", file=sys.stderr)
-        return 2
+        scored = score_groups(groups, cfg)
     except JudgeError as err:  # the classifier servers or the Ray pool gave up
         print(f"darling-score: judge failed: {err}", file=sys.stderr)
         return 1

@@ -16,7 +16,6 @@ in darling_nemo/schema.py, from `--config` and `key=value` overrides.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import signal
@@ -29,10 +28,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from darling_nemo.config import apply_overrides, load_config
-from darling_nemo.schema import ClassifierServersConfig, ConfigError, format_validation_error
+from darling_nemo.config import command_parser, exits_on_config_error, load_validated
+from darling_nemo.schema import ClassifierServersConfig
 
 STOP_GRACE_S = 15.0
 
@@ -117,27 +114,17 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 
 def load_servers_config(path: str | None, overrides: Sequence[str]) -> ClassifierServersConfig:
-    raw = load_config(path) if path else {}
-    raw = apply_overrides(ClassifierServersConfig().model_dump(mode="json") | raw, overrides)
-    try:
-        return ClassifierServersConfig.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+    return load_validated(path, overrides, ClassifierServersConfig)[0]
 
 
+@exits_on_config_error("darling-serve-classifiers")
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="darling-serve-classifiers", description=__doc__.split("\n")[0]
-    )
+    parser = command_parser(__doc__, prog="darling-serve-classifiers")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     parser.add_argument("--config", help="YAML file of ClassifierServersConfig keys")
     parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     args = parser.parse_args(argv)
-    try:
-        cfg = load_servers_config(args.config, args.overrides)
-    except ConfigError as err:
-        print(f"darling-serve-classifiers: {err}", file=sys.stderr)
-        return 2
+    cfg = load_servers_config(args.config, args.overrides)
 
     commands = server_commands(cfg)
     if args.dry_run:

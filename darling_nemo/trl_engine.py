@@ -26,6 +26,7 @@ and "dr_grpo" are not token-mean and are refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -35,7 +36,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -49,7 +50,6 @@ from darling_nemo.metrics import (
     judge_usage,
     usage_since,
 )
-from darling_nemo.mini.evaluate import QualityFn, evaluate
 from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.schema import (
     ChatTaskConfig,
@@ -62,6 +62,9 @@ from darling_nemo.schema import (
     TrlRunConfig,
     validate_section,
 )
+
+if TYPE_CHECKING:  # torch-free at import: a dry run validates a config without torch
+    from darling_nemo.mini.evaluate import QualityFn
 
 TOKEN_LEVEL_LOSSES = ("bnpo", "dapo")
 
@@ -380,6 +383,15 @@ def column(rows: Sequence[Mapping[str, Any]], key: str, path: str, config_key: s
     return values
 
 
+def task_rows(task: MathTaskConfig | ChatTaskConfig) -> list[dict[str, Any]]:
+    """The first `max_prompts` rows of task.data_path; a missing or malformed file is a
+    ConfigError naming the key and every bad line."""
+    try:
+        return read_jsonl(task.data_path)[: task.max_prompts]
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(f"task.data_path: {err}") from None
+
+
 @dataclass
 class Task:
     """What a run trains on: prompts (dicts with "prompt" and extra columns), quality, judge."""
@@ -409,7 +421,7 @@ def build_task(cfg: TrlRunConfig) -> Task:
 
     judge = make_judge(cfg.darling.judge)
     if isinstance(task, MathTaskConfig):
-        raw = read_jsonl(task.data_path)[: task.max_prompts]
+        raw = task_rows(task)
         questions = column(raw, task.question_key, task.data_path, "task.question_key")
         answers = column(raw, task.answer_key, task.data_path, "task.answer_key")
         rows = [
@@ -425,7 +437,7 @@ def build_task(cfg: TrlRunConfig) -> Task:
         return Task(rows[:split], rows[split:], math_verify_quality, judge, None)
 
     assert isinstance(task, ChatTaskConfig)
-    raw = read_jsonl(task.data_path)[: task.max_prompts]
+    raw = task_rows(task)
     rows = [{"prompt": p} for p in column(raw, task.prompt_key, task.data_path, "task.prompt_key")]
     if isinstance(task.quality, LengthStandInQualityConfig):
         quality: QualityFn = length_stand_in_quality(task.quality.target_words)
@@ -500,9 +512,48 @@ def build_policy(cfg: TrlRunConfig, task: Task, output_dir: Path) -> tuple[Any, 
 # ---------------------------------------------------------------------------------------------
 
 
-def validate_run_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
-    """The whole `engine: trl` config, strictly (ConfigError with every bad key path)."""
+def validate_trl_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
+    """The whole `engine: trl` config, strictly: raises ConfigError naming every bad key
+    path. Imports no torch, so a recipe's --dry-run can call it anywhere."""
     return validate_section(TrlRunConfig, dict(cfg))
+
+
+validate_run_config = validate_trl_config  # the name recipes/darling_mini.py imports
+
+
+def zero_reward_note(cfg: TrlRunConfig) -> str | None:
+    """Why a run will log reward and loss 0 at every step, when the config says so."""
+    if cfg.policy.kind != "tiny" or cfg.task.kind != "math":
+        return None
+    return (
+        "note: policy.kind=tiny is a small randomly initialised model: on task.kind=math it "
+        "practically never writes the correct answer, so quality is 0, DARLING's reward "
+        "(quality x diversity) and every advantage are 0, and the loss is 0 at every step. "
+        "This run checks the plumbing (generation, judge, logging, checkpoints); to learn, "
+        "use policy={kind: pretrained, name_or_path: ...}."
+    )
+
+
+@contextmanager
+def upstream_deprecations_silenced() -> Iterator[None]:
+    """Hide the FutureWarnings TRL's own code causes and this package cannot fix.
+
+    transformers 5 renamed PreTrainedModel's `is_gradient_checkpointing` and
+    `gradient_checkpointing_enable/disable` to `*activation_checkpointing*` (the old names
+    warn, "will be removed in v6"); TRL 1.16 still calls the old names
+    (trl.models.utils.disable_gradient_checkpointing, around every generation). Only those
+    three messages, raised in transformers.modeling_utils, are silenced, only inside this
+    block; every other warning shows.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` "
+            r"is deprecated",
+            category=FutureWarning,
+            module=r"transformers\.modeling_utils",
+        )
+        yield
 
 
 def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
@@ -513,7 +564,17 @@ def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
     t = cfg.trainer
     use_bf16 = t.precision == "bfloat16" or (t.precision == "auto" and torch.cuda.is_available())
     rollout = t.prompts_per_step * t.group_size  # divisible by updates_per_rollout (schema)
+    # TRL turns checkpointing on by default under the name transformers 5 deprecated
+    # (`gradient_checkpointing`, a FutureWarning per run); the same setting under the new
+    # name where this transformers has it.
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    checkpointing = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
     return GRPOConfig(
+        **{checkpointing: True},
         output_dir=str(output_dir),
         seed=cfg.seed,
         data_seed=cfg.seed,
@@ -647,6 +708,8 @@ def truncate_history(path: Path, after_step: int) -> None:
 def run_evaluation(
     cfg: TrlRunConfig, task: Task, model: Any, tokenizer: Any, step: int
 ) -> dict[str, float]:
+    from darling_nemo.mini.evaluate import evaluate
+
     rows = task.heldout_rows[: cfg.evaluation.max_prompts]
     ev = cfg.evaluation
     return evaluate(
@@ -823,7 +886,7 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
     one user message, so TRL renders it in that template (and the held-out evaluation
     too); a policy without one (the tiny policies, most base models) gets the plain text.
     """
-    run_cfg = validate_run_config(cfg)
+    run_cfg = validate_trl_config(cfg)
     check_wandb_installed(run_cfg)
     output_dir = Path(run_cfg.output_dir)
     final_path = output_dir / "final_metrics.json"
@@ -834,7 +897,10 @@ def run(cfg: Mapping[str, Any]) -> dict[str, float]:
             return final
     output_dir.mkdir(parents=True, exist_ok=True)
     save_config(run_cfg.model_dump(mode="json"), output_dir / "config.yaml")
-    with wandb_run_environment(run_cfg, output_dir):
+    note = zero_reward_note(run_cfg)
+    if note:
+        print(note, flush=True)
+    with wandb_run_environment(run_cfg, output_dir), upstream_deprecations_silenced():
         return train(run_cfg, output_dir)
 
 

@@ -14,25 +14,20 @@ pairwise.jsonl and summary.json. Rerun to resume; items that failed are judged a
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from darling_nemo.config import load_config, save_config
+from darling_nemo.config import config_parser, exits_on_config_error, load_validated, save_config
 from darling_nemo.evals.creative import run_creative
 from darling_nemo.evals.plots import markdown_table
-from darling_nemo.evals.schema import CreativeEvalConfig, validate_eval
-from darling_nemo.schema import ConfigError
+from darling_nemo.evals.schema import CreativeEvalConfig
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="YAML under conf/eval/")
-    parser.add_argument("overrides", nargs="*", help="key.path=value (strict: keys must exist)")
-    args = parser.parse_args()
+@exits_on_config_error("eval_creative")
+def main(argv: list[str] | None = None) -> int:
+    args = config_parser(__doc__).parse_args(argv)
 
     # 1. Config.
-    raw = load_config(args.config, args.overrides)
-    cfg = validate_eval(CreativeEvalConfig, raw)
+    cfg, raw = load_validated(args.config, args.overrides, CreativeEvalConfig)
     save_config(raw, f"{cfg.output_dir}/config.yaml")
 
     # 2. Generate, judge with the rubric, compare pairwise if asked (each step resumes).
@@ -46,10 +41,8 @@ def main() -> None:
         for name, rating in sorted(summary["elo"]["ratings"].items(), key=lambda x: -x[1]):
             print(f"Elo {name}: {rating:.0f}")
     print(f"summary: {cfg.output_dir}/summary.json")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ConfigError as err:  # bad config, input file or resume: the message says which
-        sys.exit(f"error: {err}")
+    sys.exit(main())  # a bad config, input file or resume: one message, exit code 2

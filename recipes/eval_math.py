@@ -11,25 +11,20 @@ shard.count=N in N processes (slurm/eval_math.sub does), then once without shard
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from darling_nemo.config import load_config, save_config
+from darling_nemo.config import config_parser, exits_on_config_error, load_validated, save_config
 from darling_nemo.evals.math import run_math_eval
 from darling_nemo.evals.plots import markdown_table
-from darling_nemo.evals.schema import MathEvalConfig, validate_eval
-from darling_nemo.schema import ConfigError
+from darling_nemo.evals.schema import MathEvalConfig
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="YAML under conf/eval/")
-    parser.add_argument("overrides", nargs="*", help="key.path=value (strict: keys must exist)")
-    args = parser.parse_args()
+@exits_on_config_error("eval_math")
+def main(argv: list[str] | None = None) -> int:
+    args = config_parser(__doc__).parse_args(argv)
 
     # 1. Config: file + defaults chain + overrides, validated (all errors at once).
-    raw = load_config(args.config, args.overrides)
-    cfg = validate_eval(MathEvalConfig, raw)
+    cfg, raw = load_validated(args.config, args.overrides, MathEvalConfig)
     save_config(raw, f"{cfg.output_dir}/config.yaml")
 
     # 2. Sample the pending problems, grade each as it finishes, write the summary.
@@ -40,13 +35,11 @@ def main() -> None:
         print(
             f"shard {cfg.shard.index} of {cfg.shard.count} done; run without shard.* for the summary"
         )
-        return
+        return 0
     print(markdown_table([summary]))
     print(f"summary: {cfg.output_dir}/summary.json")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ConfigError as err:  # bad config, input file or resume: the message says which
-        sys.exit(f"error: {err}")
+    sys.exit(main())  # a bad config, input file or resume: one message, exit code 2

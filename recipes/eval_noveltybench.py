@@ -11,25 +11,20 @@ vLLM's memory is free before the reward model loads. Rerun to resume.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from darling_nemo.config import load_config, save_config
+from darling_nemo.config import config_parser, exits_on_config_error, load_validated, save_config
 from darling_nemo.evals.noveltybench import run_noveltybench
 from darling_nemo.evals.plots import markdown_table
-from darling_nemo.evals.schema import NoveltyBenchConfig, validate_eval
-from darling_nemo.schema import ConfigError
+from darling_nemo.evals.schema import NoveltyBenchConfig
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="YAML under conf/eval/")
-    parser.add_argument("overrides", nargs="*", help="key.path=value (strict: keys must exist)")
-    args = parser.parse_args()
+@exits_on_config_error("eval_noveltybench")
+def main(argv: list[str] | None = None) -> int:
+    args = config_parser(__doc__).parse_args(argv)
 
     # 1. Config.
-    raw = load_config(args.config, args.overrides)
-    cfg = validate_eval(NoveltyBenchConfig, raw)
+    cfg, raw = load_validated(args.config, args.overrides, NoveltyBenchConfig)
     save_config(raw, f"{cfg.output_dir}/config.yaml")
 
     # 2. Generate, partition, rate (each stage skips what is already on disk).
@@ -38,15 +33,13 @@ def main() -> None:
     # 3. Report.
     if summary is None:
         print(f"generations written to {cfg.output_dir}/generations.jsonl; now run stage=score")
-        return
+        return 0
     print(markdown_table([summary]))
     if not summary["judge"]["is_reference"]:
         print(f"note: {summary['judge']['note']}")
     print(f"summary: {cfg.output_dir}/summary.json")
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ConfigError as err:  # bad config, input file or resume: the message says which
-        sys.exit(f"error: {err}")
+    sys.exit(main())  # a bad config, input file or resume: one message, exit code 2

@@ -8,22 +8,25 @@ axis, one line per run), quality_vs_diversity.png (NoveltyBench) and report.md.
 
 from __future__ import annotations
 
-import argparse
+import sys
 
+from darling_nemo.config import command_parser, exits_on_config_error
 from darling_nemo.evals.plots import make_report
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+@exits_on_config_error("plot_runs", FileNotFoundError, ValueError)
+def main(argv: list[str] | None = None) -> int:
+    parser = command_parser(__doc__)
     parser.add_argument("runs", nargs="+", help="summary.json files or folders holding them")
     parser.add_argument("--out", required=True, help="folder for the PNGs and report.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     written = make_report(args.runs, args.out)
     print(written["table"])
     for path in [*written["pngs"], written["report"]]:
         print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())  # a missing or malformed summary.json: one message, exit code 2

@@ -29,7 +29,6 @@ judge. Settings: `ClassifierTrainConfig` in schema.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
@@ -40,13 +39,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pydantic import ValidationError
 from tqdm.auto import tqdm
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from a checkout
 
-from darling_nemo.config import apply_overrides, load_config  # noqa: E402
+from darling_nemo.config import (  # noqa: E402
+    config_parser,
+    exits_on_config_error,
+    load_validated,
+)
 from darling_nemo.judges.cross_encoder import sequence_logits  # noqa: E402
 from darling_nemo.judges.pairdata import (  # noqa: E402
     accuracy,
@@ -60,23 +62,23 @@ from darling_nemo.schema import (  # noqa: E402
     ClassifierTrainConfig,
     ConfigError,
     EmbeddingJudgeConfig,
-    format_validation_error,
 )
 
 
 def parse_config(argv: list[str] | None) -> ClassifierTrainConfig:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", help="YAML of ClassifierTrainConfig keys")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    raw = ClassifierTrainConfig().model_dump(mode="json")
-    if args.config:
-        raw |= load_config(args.config)
-    raw = apply_overrides(raw, args.overrides)
+    args = config_parser(__doc__, config_required=False).parse_args(argv)
+    return load_validated(args.config, args.overrides, ClassifierTrainConfig)[0]
+
+
+def load_split(cfg: ClassifierTrainConfig) -> tuple[list, list, list]:
+    """(all pairs, train, held-out); a missing or malformed file is a ConfigError naming
+    the config key and the file, raised before anything is written."""
     try:
-        return ClassifierTrainConfig.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+        pairs = load_pairs(in_repo(cfg.data), cfg.text_a, cfg.text_b, cfg.label, cfg.split_key)
+    except ValueError as err:
+        raise ConfigError(f"data: {err}") from None
+    train, heldout = split_pairs(pairs, cfg.heldout_fraction, cfg.split_seed)
+    return pairs, train, heldout
 
 
 def in_repo(path: str) -> Path:
@@ -160,13 +162,11 @@ def contrastive_loss(cos: torch.Tensor, labels: torch.Tensor, margin: float) -> 
     return labels * (1 - cos) ** 2 + (1 - labels) * torch.clamp(cos - margin, min=0) ** 2
 
 
+@exits_on_config_error("train_classifier")
 def main(argv: list[str] | None = None) -> int:
-    # -- 1. config --------------------------------------------------------------------------
-    try:
-        cfg = parse_config(argv)
-    except ConfigError as err:
-        print(f"train_classifier: {err}", file=sys.stderr)
-        return 2
+    # -- 1. config and data: both accepted before anything is written -----------------------
+    cfg = parse_config(argv)
+    pairs, train, heldout = load_split(cfg)
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from darling_nemo.judges.cross_encoder import resolve_device
@@ -184,18 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         state = torch.load(last / "training_state.pt", weights_only=False, map_location="cpu")
         changed = config_changes(state["config"], cfg)
         if changed:
-            print(
-                f"train_classifier: {last} was trained with other settings:\n  "
+            raise ConfigError(
+                f"{last} was trained with other settings:\n  "
                 + "\n  ".join(changed)
-                + "\nuse the same settings, another output_dir, or resume=false",
-                file=sys.stderr,
+                + "\nuse the same settings, another output_dir, or resume=false"
             )
-            return 2
     (out_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
 
-    # -- 2. data and the held-out split -----------------------------------------------------
-    pairs = load_pairs(in_repo(cfg.data), cfg.text_a, cfg.text_b, cfg.label, cfg.split_key)
-    train, heldout = split_pairs(pairs, cfg.heldout_fraction, cfg.split_seed)
+    # -- 2. the held-out split --------------------------------------------------------------
     (out_dir / "split.json").write_text(
         json.dumps({"data": cfg.data, "heldout_lines": [p.line for p in heldout]})
     )

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from darling_nemo.config import apply_overrides, load_config
-from darling_nemo.schema import ConfigError, validate_darling
+from darling_nemo.config import (
+    apply_overrides,
+    exits_on_config_error,
+    load_config,
+    load_validated,
+)
+from darling_nemo.evals.schema import MathEvalConfig
+from darling_nemo.schema import (
+    ClassifierTrainConfig,
+    ConfigError,
+    MiniConfig,
+    TrlRunConfig,
+    validate_darling,
+    validate_section,
+)
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 @pytest.fixture
@@ -38,7 +55,7 @@ def test_overrides_are_strict(conf):
     assert cfg["darling"]["floor"] == 0
     with pytest.raises(ConfigError, match=r"unknown key 'grpo\.num_prompt_per_step'"):
         load_config(conf / "child.yaml", ["grpo.num_prompt_per_step=8"])
-    with pytest.raises(ConfigError, match=r"no section 'polcy'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'polcy'; did you mean 'policy'\?"):
         load_config(conf / "child.yaml", ["polcy.lr=1"])
 
 
@@ -87,9 +104,9 @@ def test_darling_schema_reports_every_bad_key_with_its_path():
     with pytest.raises(ConfigError) as err:
         validate_darling({"flor": 0.1, "fusion": "sum", "floor": 2})
     msg = str(err.value)
-    assert "darling.flor: Extra inputs are not permitted" in msg
-    assert "darling.fusion:" in msg
-    assert "darling.floor:" in msg
+    assert "darling.flor: unknown key; did you mean 'darling.floor'?" in msg
+    assert "darling.fusion: 'sum' is not one of multiplicative, additive, quality_only" in msg
+    assert "darling.floor: must be <= 1.0, got 2" in msg
 
 
 def test_disabled_darling_is_plain_quality():
@@ -103,3 +120,151 @@ def test_exponent_floats_are_floats_in_files_and_overrides(tmp_path):
     assert cfg["policy"]["lr"] == 1e-6 and isinstance(cfg["policy"]["lr"], float)
     assert cfg["policy"]["n"] == 2000.0
     assert cfg["policy"]["name"] == "1e-6x"
+
+
+# -- strict overrides know the schema's keys (issue 11) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "schema", "override", "path", "value"),
+    [
+        # the TRL configs list no darling.floor: it is a schema default
+        ("local/math_trl.yaml", None, "darling.floor=0.2", ("darling", "floor"), 0.2),
+        ("local/wildchat_trl.yaml", None, "darling.floor=0.2", ("darling", "floor"), 0.2),
+        ("local/math_trl.yaml", None, "trainer.top_p=0.9", ("trainer", "top_p"), 0.9),
+        # a NeMo-RL config: its darling: section is the schema's
+        (
+            "math_qwen3_4b_darling.yaml",
+            None,
+            "darling.std_epsilon=1e-5",
+            ("darling", "std_epsilon"),
+            1e-5,
+        ),
+        ("mini/default.yaml", MiniConfig, "arms.grpo.floor=0", ("arms", "grpo", "floor"), 0),
+        # recipes/darling_mini.py names no schema: an `arms:` config declares MiniConfig
+        (
+            "mini/default.yaml",
+            None,
+            "arms.darling.judge_rounds=one",
+            ("arms", "darling", "judge_rounds"),
+            "one",
+        ),
+        ("mini/default.yaml", MiniConfig, "warm_start.steps=3", ("warm_start", "steps"), 3),
+        ("eval/math_tiny.yaml", MathEvalConfig, "sampling.seed=7", ("sampling", "seed"), 7),
+        (
+            "classifier/minilm_noveltybench.yaml",
+            ClassifierTrainConfig,
+            "max_steps=2",
+            ("max_steps",),
+            2,
+        ),
+    ],
+)
+def test_overrides_accept_every_key_the_schema_knows(config, schema, override, path, value):
+    cfg = load_config(CONF / config, [override], schema)
+    for part in path:
+        cfg = cfg[part]
+    assert cfg == value
+
+
+def test_a_schema_key_inside_an_absent_section_keeps_the_default_variant(tmp_path):
+    (tmp_path / "c.yaml").write_text("engine: trl\ntask: {kind: digit_sum}\n")
+    # no darling: section at all; the judge's default kind is written with the threshold
+    cfg = load_config(tmp_path / "c.yaml", ["darling.judge.threshold=0.3"])
+    assert cfg["darling"] == {"judge": {"kind": "lexical", "threshold": 0.3}}
+    assert validate_section(TrlRunConfig, cfg).darling.judge.threshold == 0.3
+    # a kind chosen first decides which keys follow
+    cfg = load_config(
+        tmp_path / "c.yaml", ["darling.judge.kind=embedding", "darling.judge.cache_size=8"]
+    )
+    assert cfg["darling"]["judge"] == {"kind": "embedding", "cache_size": 8}
+    with pytest.raises(ConfigError, match=r"unknown key 'darling\.judge\.cache_size'"):
+        load_config(tmp_path / "c.yaml", ["darling.judge.cache_size=8"])  # lexical has none
+
+
+def test_a_typo_is_answered_with_the_closest_key_not_with_plus():
+    with pytest.raises(ConfigError) as err:
+        load_config(CONF / "local" / "math_trl.yaml", ["darling.flor=0.2"])
+    assert str(err.value) == (
+        "override 'darling.flor=0.2': unknown key 'darling.flor'; did you mean 'darling.floor'?"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(CONF / "local" / "math_trl.yaml", ["darling.judge.xyz=1"])
+    assert "+" not in str(err.value) and "darling.judge has: kind, threshold" in str(err.value)
+    # NeMo-RL's own sections take keys no schema lists: there `+` is the way to add one
+    with pytest.raises(ConfigError) as err:
+        load_config(CONF / "math_qwen3_4b_darling.yaml", ["grpo.max_num_step=3"])
+    assert "did you mean 'grpo.max_num_steps'?" in str(err.value)
+    assert "+grpo.max_num_step=..." in str(err.value)
+
+
+def test_validation_messages_name_the_key_and_the_allowed_values():
+    with pytest.raises(ConfigError) as err:
+        validate_darling(
+            {
+                "judge": {
+                    "kind": "served",
+                    "template": "bert",
+                    "endpoints": ["ftp://x", {"ur": "http://y"}],
+                    "fallback": {"kind": "served"},
+                }
+            }
+        )
+    lines = str(err.value).splitlines()[1:]
+    assert lines == [
+        "  darling.judge.endpoints[0].url: endpoint url must start with http:// or https://, "
+        "got 'ftp://x'",
+        "  darling.judge.endpoints[1].url: missing (required)",
+        "  darling.judge.endpoints[1].ur: unknown key; did you mean "
+        "'darling.judge.endpoints[1].url'?",
+        "  darling.judge.template: 'bert' is not one of modernbert, qwen3_math",
+        "  darling.judge.fallback.kind: 'served' is not one of lexical, cross_encoder, embedding",
+    ]
+    with pytest.raises(ConfigError) as err:
+        validate_darling({"judge": {"kind": "bogus"}, "enabled": "maybe"})
+    message = str(err.value)
+    assert "darling.enabled: must be true or false, got 'maybe'" in message
+    assert (
+        "darling.judge.kind: 'bogus' is not one of lexical, cross_encoder, embedding, served, "
+        "ray_pool" in message
+    )
+    with pytest.raises(ConfigError) as err:
+        validate_section(TrlRunConfig, {"engine": "trl"})
+    assert str(err.value).endswith("task: missing (required; one of digit_sum, math, chat)")
+    for pydantic_wording in ("Input", "Extra inputs", "Field required", "Value error"):
+        assert pydantic_wording not in message
+
+
+def test_load_validated_names_the_file_and_the_schema_defaults_need_no_file(tmp_path):
+    cfg, raw = load_validated(None, ["epochs=2"], ClassifierTrainConfig)
+    assert cfg.epochs == 2 and raw == {"epochs": 2}
+    (tmp_path / "c.yaml").write_text("epochs: -1\n")
+    with pytest.raises(
+        ConfigError, match=rf"^{tmp_path / 'c.yaml'}: invalid config:\n  epochs: must be > 0"
+    ):
+        load_validated(tmp_path / "c.yaml", [], ClassifierTrainConfig)
+
+
+def test_every_config_error_ends_a_command_with_one_line_and_exit_code_2(tmp_path, capsys):
+    written = tmp_path / "written"
+
+    @exits_on_config_error("demo")
+    def main(argv: list[str]) -> int:
+        load_validated(tmp_path / "missing.yaml", argv, ClassifierTrainConfig)
+        written.write_text("")  # never reached
+        return 0
+
+    assert main([]) == 2
+    assert capsys.readouterr().err == f"demo: config file not found: {tmp_path / 'missing.yaml'}\n"
+    assert not written.exists()
+
+
+def test_a_null_or_scalar_is_not_a_section():
+    cfg = {"a": {"b": None, "d": 3}}
+    with pytest.raises(
+        ConfigError, match=r"'a\.b' is null, not a section \(\+a\.b\.c=\.\.\. makes"
+    ):
+        apply_overrides(cfg, ["a.b.c=1"])
+    assert apply_overrides(cfg, ["+a.b.c=1"]) == {"a": {"b": {"c": 1}, "d": 3}}
+    with pytest.raises(ConfigError, match=r"'a\.d' is a value, not a section$"):
+        apply_overrides(cfg, ["+a.d.c=1"])

@@ -114,13 +114,18 @@ def test_every_kind_validates_from_its_kind_alone(kind):
 
 
 def test_served_config_errors_name_the_key():
-    with pytest.raises(ConfigError, match=r"darling\.judge\.served: .*needs `tokenizer`"):
+    # key paths as the YAML spells them: pydantic's union tag (`served`) is not a key
+    with pytest.raises(ConfigError, match=r"darling\.judge: .*needs `tokenizer`"):
         validate_darling({"judge": {"kind": "served", "truncation": "tokens"}})
-    with pytest.raises(ConfigError, match=r"endpoints\.0\.url: .*http://"):
+    with pytest.raises(ConfigError, match=r"darling\.judge\.endpoints\[0\]\.url: .*http://"):
         validate_darling({"judge": {"kind": "served", "endpoints": ["localhost:8000"]}})
-    with pytest.raises(ConfigError, match=r"fallback"):  # a served judge is no fallback
+    # a served judge is no fallback
+    with pytest.raises(ConfigError, match=r"fallback\.kind: 'served' is not one of lexical,"):
         validate_darling({"judge": {"kind": "served", "fallback": {"kind": "served"}}})
-    with pytest.raises(ConfigError, match=r"darling\.judge\.cross_encoder\.batchsize"):
+    with pytest.raises(
+        ConfigError,
+        match=r"darling\.judge\.batchsize: unknown key; did you mean 'darling\.judge\.batch_size'",
+    ):
         validate_darling({"judge": {"kind": "cross_encoder", "batchsize": 3}})
 
 

@@ -231,3 +231,22 @@ def test_bi_encoder_mode_saves_an_embedding_judge_calibrated_on_train(tmp_path, 
         validate_darling({"judge": {"kind": "embedding", "model": str(base)}}).judge
     )
     assert not np.allclose(base_judge([(p.a, p.b) for p in heldout]), held_cos)
+
+
+def test_missing_or_bad_data_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
+    recipe = load_recipe()
+    out = tmp_path / "out"
+    missing = tmp_path / "none.jsonl"
+    assert recipe.main([f"data={missing}", f"output_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"train_classifier: data: pair data not found: {missing}\n"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"generation_0": "a", "generation_1": "b"}\n')
+    assert recipe.main([f"data={bad}", f"output_dir={out}"]) == 2
+    assert (
+        f"data: malformed pair data:\n  {bad}:1: missing field(s) similar"
+        in capsys.readouterr().err
+    )
+    assert recipe.main(["--config", str(tmp_path / "no.yaml"), f"output_dir={out}"]) == 2
+    assert "config file not found" in capsys.readouterr().err
+    assert not out.exists()  # nothing written before the config and the data are accepted

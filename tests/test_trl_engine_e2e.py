@@ -230,11 +230,14 @@ def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
 
 def test_bad_configs_fail_before_training_with_the_key_path(tmp_path):
     cfg = chat_config(tmp_path, tmp_path / "bad", steps=1)
-    with pytest.raises(ConfigError, match=r"trainer\.lerning_rate: Extra inputs"):
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer\.lerning_rate: unknown key; did you mean 'trainer\.learning_rate'",
+    ):
         run({**cfg, "trainer": {**cfg["trainer"], "lerning_rate": 1.0}})
     with pytest.raises(ConfigError, match=r"logging\.report_to"):
         run({**cfg, "logging": {"report_to": ["mlflow"]}})
-    with pytest.raises(ConfigError, match=r"task\.chat\.quality\.length_stand_in\.target_words"):
+    with pytest.raises(ConfigError, match=r"task\.quality\.target_words: must be >= 1"):
         run(
             {
                 **cfg,

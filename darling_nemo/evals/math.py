@@ -9,7 +9,6 @@ benchmarks (the paper's "average"), as fractions in [0, 1].
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -35,6 +34,7 @@ from darling_nemo.evals.records import (
     write_json,
 )
 from darling_nemo.evals.schema import MathBenchmark, MathEvalConfig
+from darling_nemo.jsonl import read_json
 from darling_nemo.jsonl import read_jsonl as read_input_jsonl
 from darling_nemo.metrics import default_ks, mean_pass_at_k
 from darling_nemo.schema import ConfigError
@@ -75,7 +75,10 @@ def _read_rows(bench: MathBenchmark) -> tuple[list[dict[str, Any]], str]:
         except ValueError as err:  # names every bad line as file:line
             raise ConfigError(f"benchmark {bench.name!r}: {err}") from None
     if path.suffix == ".json":
-        return json.loads(path.read_text()), str(path)
+        try:
+            return read_json(path), str(path)
+        except ValueError as err:  # file:line: the whole json error
+            raise ConfigError(f"benchmark {bench.name!r}: {err}") from None
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 

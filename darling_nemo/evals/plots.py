@@ -14,7 +14,6 @@ from each run's pairwise.jsonl), so the ratings in one report are on one scale.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import matplotlib.pyplot as plt
 from darling_nemo.evals.creative import fit_elo
 from darling_nemo.evals.records import latest_by_key, read_jsonl
 from darling_nemo.evals.schema import PairwiseConfig
+from darling_nemo.jsonl import read_json
 
 
 def load_summaries(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -47,7 +47,7 @@ def load_summaries(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             if file.resolve() in seen_files:
                 continue
             seen_files.add(file.resolve())
-            summary = json.loads(file.read_text())
+            summary = read_json(file)
             if summary.get("eval") not in ("math", "noveltybench", "creative"):
                 raise ValueError(f"{file}: not an evaluation summary (no known `eval` field)")
             name = (summary["eval"], summary["run_name"])

@@ -15,6 +15,7 @@ from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
+from darling_nemo.jsonl import decode_json_line, read_jsonl_numbered
 from darling_nemo.schema import ConfigError
 
 
@@ -34,9 +35,8 @@ def read_jsonl(path: str | Path, repair: bool = True) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, start=1):
         last = number == len(lines)
         if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
+            record, problem = decode_json_line(line)
+            if problem is not None:
                 if last:  # no newline after it: the write was interrupted (or is under way)
                     if repair:
                         warnings.warn(
@@ -46,7 +46,7 @@ def read_jsonl(path: str | Path, repair: bool = True) -> list[dict[str, Any]]:
                         with path.open("r+b") as fh:
                             fh.truncate(offset)
                     break
-                raise ValueError(f"{path}:{number}: not valid JSON: {err}") from None
+                raise ValueError(f"{path}:{number}: {problem}")
             if not isinstance(record, dict):
                 raise ValueError(f"{path}:{number}: expected a JSON object per line")
             records.append(record)
@@ -133,16 +133,14 @@ def load_prompts(
 ) -> list[dict[str, str]]:
     """[{id, prompt}] from a JSONL file, first `limit` rows."""
     file = Path(path)
-    if not file.exists():
-        raise ConfigError(f"prompts file not found: {file}")
+    try:
+        numbered = read_jsonl_numbered(file)
+    except FileNotFoundError:
+        raise ConfigError(f"prompts file not found: {file}") from None
+    except ValueError as err:  # every bad line, as file:line
+        raise ConfigError(str(err)) from None
     rows, seen = [], set()
-    for number, line in enumerate(file.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{file}:{number}: not valid JSON: {err}") from None
+    for number, row in numbered:
         for key, what in ((prompt_key, "prompt_key"), (id_key, "id_key")):
             if key not in row:
                 raise ConfigError(

@@ -11,14 +11,13 @@ from __future__ import annotations
 import itertools
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from darling_nemo.schema import (
-    ConfigError,
     JudgeConfig,
     LexicalJudgeConfig,
     Strict,
-    format_validation_error,
+    validate_section,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -324,7 +323,4 @@ Config = TypeVar("Config", bound=BaseModel)
 
 def validate_eval(model: type[Config], raw: dict[str, Any]) -> Config:
     """Validate a whole eval YAML; raise ConfigError naming every bad key path."""
-    try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+    return validate_section(model, raw)
