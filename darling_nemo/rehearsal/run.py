@@ -279,7 +279,9 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
     ray_proc = stack.enter_context(
         _process_group(
             [
-                "ray",
+                sys.executable,  # Ray's CLI of this environment, found without PATH
+                "-m",
+                "ray.scripts.scripts",
                 "start",
                 "--head",
                 "--block",
