@@ -34,8 +34,8 @@ from darling_nemo.mini.report import (
     differences,
     format_table,
     mean_and_std,
-    run_conditions,
 )
+from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
 from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.schema import ConfigError, MiniConfig, validate_section
@@ -67,12 +67,20 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"{args.config}: {err}")
     out = Path(cfg.output_dir)
     started = time.perf_counter()
+    try:  # before torch computes anything: it picks its kernels once
+        for warning in pin_cpu_kernels(cfg.cpu_kernels):
+            print(f"warning: {warning}", file=sys.stderr)
+    except ConfigError as err:
+        sys.exit(f"{args.config}: {err}")
     if cfg.torch_threads is not None:
         torch.set_num_threads(cfg.torch_threads)
     task = digit_sum_task(cfg.task)
     split = digit_sum_targets(cfg.task)
     targets = split["train"] + split["heldout"]
-    shared = cfg.model_dump(mode="json", exclude={"arms", "warm_start", "policy", "seeds"})
+    # cpu_kernels is a warm-start setting (below): changing it is refused there, before any arm.
+    shared = cfg.model_dump(
+        mode="json", exclude={"arms", "warm_start", "policy", "seeds", "cpu_kernels"}
+    )
     max_positions = len(prompt_text(0).split()) + cfg.trainer.max_completion_length
 
     def warm_start_settings(seed: int) -> dict:
@@ -80,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {
             "seed": seed,
             "max_positions": max_positions,
-            **cfg.model_dump(mode="json", include={"policy", "task", "warm_start"}),
+            **cfg.model_dump(mode="json", include={"policy", "task", "warm_start", "cpu_kernels"}),
         }
 
     def arm_config(seed: int, name: str) -> dict:

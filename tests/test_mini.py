@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from darling_nemo.mini.report import (
     format_table,
     paired_interval,
 )
+from darling_nemo.mini.reproducibility import PORTABLE_KERNELS, pin_cpu_kernels
 from darling_nemo.mini.task import DigitSum, answer_class, multiset_judge, prompt_text, target_of
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.schema import ConfigError, DigitSumTaskConfig, MiniConfig, validate_section
@@ -206,8 +210,10 @@ def test_report_table_and_summary(tmp_path):
     ]
 
 
-def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
+def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     """The README command at toy scale: 1 seed, 3 arms, 2 steps each; a rerun trains nothing."""
+    for name in PORTABLE_KERNELS:  # cpu_kernels: portable sets them; restored afterwards
+        monkeypatch.delenv(name, raising=False)
     spec = importlib.util.spec_from_file_location(
         "darling_mini", REPO / "recipes" / "darling_mini.py"
     )
@@ -246,6 +252,7 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
     conditions = json.loads((tmp_path / "comparison.json").read_text())["conditions"]
     assert conditions["torch"] == torch.__version__
     assert conditions["torch_threads"] == 1  # the config's torch_threads, still set after TRL
+    assert conditions["mkl_cbwr"] == "COMPATIBLE"  # cpu_kernels: portable
     assert f"torch_cpu_capability {torch.backends.cpu.get_cpu_capability()}" in table
 
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-3/*/final_metrics.json")}
@@ -263,6 +270,7 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
         ("+arms.darling.quality_shift=group_min", "darling.quality_shift: 'none' -> 'group_min'"),
         ("warm_start.steps=6", "warm_start.steps: 5 -> 6"),
         ("policy.hidden_size=32", "policy.hidden_size: 64 -> 32"),
+        ("cpu_kernels=native", "cpu_kernels: 'portable' -> 'native'"),  # other rounding
     ]:
         with pytest.raises(SystemExit, match="made with other settings") as err:
             recipe.main([*argv, override])
@@ -417,3 +425,39 @@ def test_figure_title_names_the_task_and_the_settings():
         "5 seeds, 200 RL steps of 14 prompts x 8 samples at T = 1; "
         "held-out: 64 samples / prompt at T = 1",
     ]
+
+
+KERNEL_PROBE = """
+import sys
+from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
+warnings = pin_cpu_kernels(sys.argv[1])
+conditions = run_conditions()
+print(conditions["torch_cpu_capability"], conditions["mkl_cbwr"], len(warnings))
+"""
+
+
+def probe_kernels(kind: str) -> list[str]:
+    """What a fresh process uses after pin_cpu_kernels(kind) (torch picks kernels once)."""
+    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_KERNELS}
+    result = subprocess.run(
+        [sys.executable, "-c", KERNEL_PROBE, kind], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_portable_cpu_kernels_are_torchs_avx2_kernels_and_mkls_compatible_branch():
+    native = probe_kernels("native")
+    if native[0] not in ("AVX2", "AVX512"):
+        pytest.skip(f"portable kernels need an x86-64 CPU with AVX2 (torch uses {native[0]})")
+    assert native[1:] == ["unset", "0"]  # native: torch and MKL choose
+    assert probe_kernels("portable") == ["AVX2", "COMPATIBLE", "0"]
+
+
+def test_portable_cpu_kernels_refuse_a_different_choice_in_the_environment(monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    with pytest.raises(ConfigError, match="environment has ATEN_CPU_CAPABILITY=default"):
+        pin_cpu_kernels("portable")
+    assert "MKL_CBWR" not in os.environ  # refused before anything was set
+    assert pin_cpu_kernels("native") == []  # native leaves the environment alone

@@ -9,9 +9,6 @@ figures are drawn from the same numbers by `darling_nemo.mini.plots`.
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -110,27 +107,3 @@ def differences(
                 f"(per seed: {shown}; higher in {wins}/{len(diffs)} seeds{interval})"
             )
     return lines
-
-
-# Besides the config, the numbers depend on these: the same config on another CPU (other
-# SIMD kernels, other float rounding) or other library versions trains other policies.
-LIBRARIES = ("torch", "transformers", "trl", "accelerate", "numpy")
-
-
-def run_conditions() -> dict[str, Any]:
-    """Library versions, CPU, torch's kernels and thread count, as this process runs them."""
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        names = [line for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
-        cpu = names[0].split(":", 1)[1].strip() if names else cpu
-    return {
-        "python": platform.python_version(),
-        **{name: importlib.metadata.version(name) for name in LIBRARIES},
-        "cpu": cpu,
-        "logical_cores": os.cpu_count(),
-        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "torch_threads": torch.get_num_threads(),
-    }
