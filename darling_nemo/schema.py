@@ -591,6 +591,10 @@ class MiniConfig(Strict):
     seeds: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5], min_length=1)
     output_dir: str = "runs/mini"
     torch_threads: int | None = Field(1, ge=1)  # see TrlRunConfig.torch_threads
+    # portable: the same CPU kernels on every x86-64 CPU with AVX2 (torch's AVX2 kernels, MKL's
+    # COMPATIBLE branch), so the table reproduces across such machines; native: this CPU's
+    # fastest kernels, whose rounding differs between CPUs (darling_nemo/mini/reproducibility.py)
+    cpu_kernels: Literal["portable", "native"] = "portable"
     policy: TinyPolicyConfig = Field(default_factory=TinyPolicyConfig)
     task: DigitSumTaskConfig
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)

@@ -26,15 +26,16 @@ from pathlib import Path
 import torch
 
 from darling_nemo.config import load_config, save_config
+from darling_nemo.mini.plots import figure_title, plot_curves, plot_pass_at_k
 from darling_nemo.mini.policy import tiny_llama, word_tokenizer
 from darling_nemo.mini.report import (
+    WARM_START_ROW,
     arm_summary,
     differences,
     format_table,
     mean_and_std,
-    plot_curves,
-    plot_pass_at_k,
 )
+from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
 from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.schema import ConfigError, MiniConfig, validate_section
@@ -66,12 +67,20 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"{args.config}: {err}")
     out = Path(cfg.output_dir)
     started = time.perf_counter()
+    try:  # before torch computes anything: it picks its kernels once
+        for warning in pin_cpu_kernels(cfg.cpu_kernels):
+            print(f"warning: {warning}", file=sys.stderr)
+    except ConfigError as err:
+        sys.exit(f"{args.config}: {err}")
     if cfg.torch_threads is not None:
         torch.set_num_threads(cfg.torch_threads)
     task = digit_sum_task(cfg.task)
     split = digit_sum_targets(cfg.task)
     targets = split["train"] + split["heldout"]
-    shared = cfg.model_dump(mode="json", exclude={"arms", "warm_start", "policy", "seeds"})
+    # cpu_kernels is a warm-start setting (below): changing it is refused there, before any arm.
+    shared = cfg.model_dump(
+        mode="json", exclude={"arms", "warm_start", "policy", "seeds", "cpu_kernels"}
+    )
     max_positions = len(prompt_text(0).split()) + cfg.trainer.max_completion_length
 
     def warm_start_settings(seed: int) -> dict:
@@ -79,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {
             "seed": seed,
             "max_positions": max_positions,
-            **cfg.model_dump(mode="json", include={"policy", "task", "warm_start"}),
+            **cfg.model_dump(mode="json", include={"policy", "task", "warm_start", "cpu_kernels"}),
         }
 
     def arm_config(seed: int, name: str) -> dict:
@@ -155,36 +164,53 @@ def main(argv: list[str] | None = None) -> dict:
         first_run = out / f"seed-{seed}" / next(iter(cfg.arms)) / "eval_history.jsonl"
         warm[seed] = json.loads(first_run.read_text().splitlines()[0])  # step 0 = the warm start
 
-    # 5. Report: mean ± std over seeds (printed and saved), per-seed differences, curves.
+    # 5. Report: mean ± std over seeds (printed and saved), per-seed differences, figures.
+    wall = time.perf_counter() - started
+    write_report(cfg, out, split["heldout"], per_arm, warm, wall)
+    return {"arms": per_arm, "warm_start": warm, "wall_seconds": wall}
+
+
+def write_report(
+    cfg: MiniConfig,
+    out: Path,
+    heldout: list[int],
+    per_arm: dict[str, dict[int, dict[str, float]]],
+    warm: dict[int, dict[str, float]],
+    wall: float,
+) -> None:
+    """comparison.md/.json (with the run's conditions), curves.png and pass_at_k.png."""
     metrics = [
         *(f"pass@{k}" for k in cfg.evaluation.pass_at_k),
         "distinct_correct",
         "distinct_all",
     ]
-    rows = {"warm start (step 0)": {m: mean_and_std(warm, m) for m in metrics}}
+    rows = {WARM_START_ROW: {m: mean_and_std(warm, m) for m in metrics}}
     for name, per_seed in per_arm.items():
         rows[name] = {m: mean_and_std(per_seed, m) for m in [*metrics, "train_diversity_mean"]}
     table = format_table(rows, [*metrics, "train_diversity_mean"])
     gaps = differences(per_arm, ["pass@1", "distinct_correct"])
-    wall = time.perf_counter() - started
+    conditions = run_conditions()  # after training: the thread count the runs really used
     note = (
-        f"Held-out targets {split['heldout']}, {cfg.evaluation.num_samples} samples per prompt "
+        f"Held-out targets {heldout}, {cfg.evaluation.num_samples} samples per prompt "
         f"at temperature {cfg.evaluation.temperature}; mean ± std over seeds {cfg.seeds}; "
-        f"{cfg.trainer.max_steps} steps per arm; wall time of this invocation {wall:.0f} s."
+        f"{cfg.trainer.max_steps} steps per arm; wall time of this invocation {wall:.0f} s.\n"
+        "Conditions (the numbers are bit-identical only under the same ones): "
+        + ", ".join(f"{key} {value}" for key, value in conditions.items())
+        + "."
     )
     text = "\n".join([table, "", note, "", *gaps])
     print(f"\n{text}")
     (out / "comparison.md").write_text(text + "\n")
-    (out / "comparison.json").write_text(
-        json.dumps({"arms": per_arm, "warm_start": warm, "wall_seconds": wall}, indent=2) + "\n"
-    )
+    summary = {"arms": per_arm, "warm_start": warm, "wall_seconds": wall, "conditions": conditions}
+    (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
+    title = figure_title(cfg, heldout)
     plot_curves(
         {name: [out / f"seed-{s}" / name for s in cfg.seeds] for name in cfg.arms},
         out / "curves.png",
+        title,
     )
-    plot_pass_at_k(per_arm, cfg.evaluation.pass_at_k, out / "pass_at_k.png")
+    plot_pass_at_k(per_arm, warm, cfg.evaluation.pass_at_k, out / "pass_at_k.png", title)
     print(f"saved {out / 'comparison.md'}, {out / 'curves.png'}, {out / 'pass_at_k.png'}")
-    return {"arms": per_arm, "warm_start": warm, "wall_seconds": wall}
 
 
 def check_warm_start(warm_dir: Path, settings: dict) -> None:

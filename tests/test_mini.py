@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,12 +16,28 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from darling_nemo.config import load_config
 from darling_nemo.mini.evaluate import evaluate, sample_completions
+from darling_nemo.mini.plots import (
+    band,
+    curve_bands,
+    figure_title,
+    pass_at_k_bands,
+    plot_curves,
+    plot_pass_at_k,
+)
 from darling_nemo.mini.policy import char_tokenizer, tiny_llama, word_tokenizer
-from darling_nemo.mini.report import arm_summary, format_table
+from darling_nemo.mini.report import (
+    WARM_START_ROW,
+    arm_summary,
+    differences,
+    format_table,
+    paired_interval,
+)
+from darling_nemo.mini.reproducibility import PORTABLE_KERNELS, pin_cpu_kernels
 from darling_nemo.mini.task import DigitSum, answer_class, multiset_judge, prompt_text, target_of
 from darling_nemo.mini.warm_start import warm_start
-from darling_nemo.schema import ConfigError, DigitSumTaskConfig, validate_section
+from darling_nemo.schema import ConfigError, DigitSumTaskConfig, MiniConfig, validate_section
 from darling_nemo.trl_engine import digit_sum_quality, digit_sum_targets
 
 DICE = DigitSum(length=6, min_digit=1, max_digit=6)
@@ -191,8 +210,10 @@ def test_report_table_and_summary(tmp_path):
     ]
 
 
-def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
+def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     """The README command at toy scale: 1 seed, 3 arms, 2 steps each; a rerun trains nothing."""
+    for name in PORTABLE_KERNELS:  # cpu_kernels: portable sets them; restored afterwards
+        monkeypatch.delenv(name, raising=False)
     spec = importlib.util.spec_from_file_location(
         "darling_mini", REPO / "recipes" / "darling_mini.py"
     )
@@ -227,6 +248,12 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
         assert (tmp_path / file).stat().st_size > 0
     table = capsys.readouterr().out
     assert "| darling |" in table and "distinct_correct: darling - grpo" in table
+    # What the numbers depend on besides the config is saved beside them.
+    conditions = json.loads((tmp_path / "comparison.json").read_text())["conditions"]
+    assert conditions["torch"] == torch.__version__
+    assert conditions["torch_threads"] == 1  # the config's torch_threads, still set after TRL
+    assert conditions["mkl_cbwr"] == "COMPATIBLE"  # cpu_kernels: portable
+    assert f"torch_cpu_capability {torch.backends.cpu.get_cpu_capability()}" in table
 
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-3/*/final_metrics.json")}
     assert len(stamps) == 3
@@ -243,6 +270,7 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys):
         ("+arms.darling.quality_shift=group_min", "darling.quality_shift: 'none' -> 'group_min'"),
         ("warm_start.steps=6", "warm_start.steps: 5 -> 6"),
         ("policy.hidden_size=32", "policy.hidden_size: 64 -> 32"),
+        ("cpu_kernels=native", "cpu_kernels: 'portable' -> 'native'"),  # other rounding
     ]:
         with pytest.raises(SystemExit, match="made with other settings") as err:
             recipe.main([*argv, override])
@@ -275,3 +303,161 @@ def test_evaluation_renders_a_conversational_prompt_in_the_chat_template():
     # The same samples as the rendered text "<user>Hi\n<assistant>" given as a plain prompt.
     assert chat == sample_completions(model, tokenizer, "<user>Hi\n<assistant>", 3, 6, 1.0)
     assert len(chat) == 3
+
+
+def test_paired_differences_and_their_interval_by_hand():
+    per_arm = {
+        "grpo": {1: {"pass@1": 0.5}, 2: {"pass@1": 0.6}},
+        "darling": {1: {"pass@1": 1.5}, 2: {"pass@1": 3.6}},
+    }
+    # Differences 1.0 and 3.0: mean 2, sample std sqrt(2); t(0.975, df=1) = 12.706, so the
+    # half-width is 12.706 * sqrt(2) / sqrt(2) = 12.706.
+    low, high = paired_interval([1.0, 3.0])
+    assert (low, high) == (
+        pytest.approx(2 - 12.7062, abs=1e-4),
+        pytest.approx(2 + 12.7062, abs=1e-4),
+    )
+    assert differences(per_arm, ["pass@1"]) == [
+        "pass@1: darling - grpo = +2.000 on average (per seed: +1.000, +3.000; higher in 2/2 "
+        "seeds; paired 95% t-interval [-10.706, +14.706])"
+    ]
+    one_seed = {name: {1: runs[1]} for name, runs in per_arm.items()}
+    assert differences(one_seed, ["pass@1"])[0].endswith("higher in 1/1 seeds)")  # no interval
+
+
+def test_a_band_is_mean_and_sample_std_over_seeds_at_shared_steps():
+    # Step 20 is in one seed only (an unfinished run): not plotted. At step 10: mean of 0.7
+    # and 0.9 is 0.8, sample std sqrt((0.1^2 + 0.1^2) / 1) = 0.1414.
+    curve = band([{0: 0.5, 10: 0.7}, {0: 0.5, 10: 0.9, 20: 1.0}])
+    assert curve.x == [0, 10] and curve.seeds == 2
+    assert curve.mean.tolist() == pytest.approx([0.5, 0.8])
+    assert curve.std.tolist() == pytest.approx([0.0, 0.1414], abs=1e-4)
+    assert band([{0: 0.5}]).std.tolist() == [0.0]  # one seed: no spread, as in the table
+
+
+PASS_AT_K = {  # two seeds; pass@k at the measured k = 1, 4, 16
+    WARM_START_ROW: {1: {"pass@1": 0.4, "pass@4": 0.8, "pass@16": 1.0},
+                     2: {"pass@1": 0.6, "pass@4": 0.9, "pass@16": 1.0}},
+    "grpo": {1: {"pass@1": 0.9, "pass@4": 1.0, "pass@16": 1.0},
+             2: {"pass@1": 0.8, "pass@4": 1.0, "pass@16": 1.0}},
+    "darling": {1: {"pass@1": 0.85, "pass@4": 1.0, "pass@16": 1.0},
+                2: {"pass@1": 0.85, "pass@4": 0.98, "pass@16": 1.0}},
+}  # fmt: skip
+
+
+def test_pass_at_k_plot_shows_the_measured_k_the_warm_start_and_error_bars(tmp_path):
+    warm, per_arm = PASS_AT_K[WARM_START_ROW], {k: PASS_AT_K[k] for k in ("grpo", "darling")}
+    bands = pass_at_k_bands(per_arm, warm, [1, 4, 16])
+    assert list(bands) == [WARM_START_ROW, "grpo", "darling"]  # the reference comes first
+    assert all(curve.x == [1, 4, 16] for curve in bands.values())
+    assert bands[WARM_START_ROW].mean.tolist() == pytest.approx([0.5, 0.85, 1.0])
+    # warm pass@1: 0.4 and 0.6 -> std sqrt(2 * 0.1^2 / 1) = 0.1414; grpo: 0.9, 0.8 -> 0.0707
+    assert bands[WARM_START_ROW].std[0] == pytest.approx(0.1414, abs=1e-4)
+    assert bands["grpo"].std[0] == pytest.approx(0.0707, abs=1e-4)
+
+    fig = plot_pass_at_k(per_arm, warm, [1, 4, 16], tmp_path / "pass_at_k.png", "Dice task")
+    assert (tmp_path / "pass_at_k.png").stat().st_size > 0
+    (ax,) = fig.axes
+    assert ax.get_xticks().tolist() == [1, 4, 16]  # not 2, 8: nothing was measured there
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16"]
+    assert ax.get_title() == "Dice task"
+    legend = ax.get_legend()
+    assert legend.get_title().get_text() == "error bars: ± 1 std over seeds"
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "warm start (step 0) (mean of 2 seeds)", "grpo (mean of 2 seeds)",
+        "darling (mean of 2 seeds)",
+    ]  # fmt: skip
+    assert len(ax.containers) == 3  # one errorbar container per curve
+
+
+def write_run(run_dir: Path, evals: list[tuple[int, float, float]], correct: list[float]) -> Path:
+    run_dir.mkdir(parents=True)
+    (run_dir / "eval_history.jsonl").write_text(
+        "".join(
+            json.dumps({"step": s, "pass@1": p, "distinct_correct": d}) + "\n" for s, p, d in evals
+        )
+    )
+    (run_dir / "train_log.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"step": s, "darling/correct_fraction": c, "darling/diversity_mean": 1 - c / 2}
+            )
+            + "\n"
+            for s, c in enumerate(correct, start=1)
+        )
+    )
+    return run_dir
+
+
+def test_curves_plot_titles_its_band_and_draws_the_warm_start(tmp_path):
+    # Both arms start from the same warm start per seed (step 0): pass@1 0.4 and 0.6.
+    run_dirs = {
+        "grpo": [write_run(tmp_path / "s1" / "grpo", [(0, 0.4, 9), (2, 0.8, 5)], [0.5, 0.7]),
+                 write_run(tmp_path / "s2" / "grpo", [(0, 0.6, 11), (2, 0.9, 6)], [0.6, 0.8])],
+        "darling": [write_run(tmp_path / "s1" / "darling", [(0, 0.4, 9), (2, 0.7, 12)], [0.5, 0.6]),
+                    write_run(tmp_path / "s2" / "darling", [(0, 0.6, 11), (2, 0.9, 14)], [0.6, 0.7])],
+    }  # fmt: skip
+    bands = curve_bands(run_dirs, "eval_history.jsonl", "distinct_correct")
+    assert bands["darling"].x == [0, 2]
+    assert bands["darling"].mean.tolist() == pytest.approx([10.0, 13.0])  # (9+11)/2, (12+14)/2
+    fig = plot_curves(run_dirs, tmp_path / "curves.png", "Dice task\n2 seeds")
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    assert fig._suptitle.get_text() == "Dice task\n2 seeds"
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        assert legend.get_title().get_text() == "shaded: ± 1 std over seeds"
+        assert len(ax.collections) == 2  # one band per arm
+    held_out_pass, held_out_distinct, train_correct, _ = fig.axes
+    for ax, warm_mean in [(held_out_pass, 0.5), (held_out_distinct, 10.0)]:
+        (reference,) = [line for line in ax.lines if line.get_label() == WARM_START_ROW]
+        assert list(reference.get_ydata()) == pytest.approx([warm_mean, warm_mean])
+    # Training batches have no step 0: no warm-start reference there.
+    assert WARM_START_ROW not in [line.get_label() for line in train_correct.lines]
+    assert list(train_correct.lines[0].get_xdata()) == [1, 2]
+
+
+def test_figure_title_names_the_task_and_the_settings():
+    raw = load_config(str(REPO / "conf" / "mini" / "default.yaml"), [])
+    cfg = validate_section(MiniConfig, raw)
+    heldout = digit_sum_targets(cfg.task)["heldout"]
+    assert figure_title(cfg, heldout).splitlines() == [
+        "Dice task: 6 dice (1..6) totalling S; held out of RL: S = 13, 17, 21, 25, 29",
+        "5 seeds, 200 RL steps of 14 prompts x 8 samples at T = 1; "
+        "held-out: 64 samples / prompt at T = 1",
+    ]
+
+
+KERNEL_PROBE = """
+import sys
+from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
+warnings = pin_cpu_kernels(sys.argv[1])
+conditions = run_conditions()
+print(conditions["torch_cpu_capability"], conditions["mkl_cbwr"], len(warnings))
+"""
+
+
+def probe_kernels(kind: str) -> list[str]:
+    """What a fresh process uses after pin_cpu_kernels(kind) (torch picks kernels once)."""
+    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_KERNELS}
+    result = subprocess.run(
+        [sys.executable, "-c", KERNEL_PROBE, kind], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_portable_cpu_kernels_are_torchs_avx2_kernels_and_mkls_compatible_branch():
+    native = probe_kernels("native")
+    if native[0] not in ("AVX2", "AVX512"):
+        pytest.skip(f"portable kernels need an x86-64 CPU with AVX2 (torch uses {native[0]})")
+    assert native[1:] == ["unset", "0"]  # native: torch and MKL choose
+    assert probe_kernels("portable") == ["AVX2", "COMPATIBLE", "0"]
+
+
+def test_portable_cpu_kernels_refuse_a_different_choice_in_the_environment(monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    with pytest.raises(ConfigError, match="environment has ATEN_CPU_CAPABILITY=default"):
+        pin_cpu_kernels("portable")
+    assert "MKL_CBWR" not in os.environ  # refused before anything was set
+    assert pin_cpu_kernels("native") == []  # native leaves the environment alone

@@ -1,9 +1,10 @@
-"""The miniature's report: the side-by-side table and the PNG curves, from run directories.
+"""The miniature's report: the side-by-side table and per-seed differences, from run directories.
 
 Every number is read back from what the runs wrote (`eval_history.jsonl`,
 `train_log.jsonl`), so a report can be rebuilt without training. Arms are compared over
 the same seeds; the table gives the mean and the spread (sample std) over seeds, and the
-per-seed differences to the first arm say whether a gap is consistent or noise.
+per-seed differences to the first arm say whether a gap is consistent or noise. The
+figures are drawn from the same numbers by `darling_nemo.mini.plots`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from darling_nemo.jsonl import read_jsonl
+
+WARM_START_ROW = "warm start (step 0)"  # the policy every arm starts from, evaluated at step 0
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -41,10 +44,16 @@ def arm_summary(run_dir: Path, ks: Sequence[int]) -> dict[str, float]:
     }
 
 
+def spread_over_seeds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sample std (ddof=1; 0 for one seed) over axis 0, one row per seed."""
+    std = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros_like(values[0])
+    return values.mean(axis=0), std
+
+
 def mean_and_std(per_seed: Mapping[int, Mapping[str, float]], key: str) -> tuple[float, float]:
-    """Mean and sample std (0 for one seed) of `key` over seeds."""
-    values = np.array([summary[key] for summary in per_seed.values()], dtype=float)
-    return float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0
+    """Mean and sample std (0 for one seed) of `key` over seeds: the table's "m ± s"."""
+    mean, std = spread_over_seeds(np.array([summary[key] for summary in per_seed.values()]))
+    return float(mean), float(std)
 
 
 def format_table(rows: Mapping[str, Mapping[str, Any]], columns: Sequence[str]) -> str:
@@ -64,10 +73,22 @@ def format_table(rows: Mapping[str, Mapping[str, Any]], columns: Sequence[str]) 
     return "\n".join(lines)
 
 
+def paired_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Two-sided t-interval for the mean of paired per-seed differences (needs >= 2 seeds)."""
+    from scipy.stats import t
+
+    values = np.asarray(diffs, dtype=float)
+    if values.size < 2:
+        raise ValueError("a paired interval needs at least 2 seeds")
+    half = t.ppf(0.5 + level / 2, df=values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)
+    return float(values.mean() - half), float(values.mean() + half)
+
+
 def differences(
     per_arm: Mapping[str, Mapping[int, Mapping[str, float]]], keys: Sequence[str]
 ) -> list[str]:
-    """For every arm after the first: its per-seed difference to the first arm, per key."""
+    """For every arm after the first: its per-seed difference to the first arm, per key,
+    with the paired 95% t-interval of the mean difference (from 2 seeds on)."""
     names = list(per_arm)
     base = per_arm[names[0]]
     lines = []
@@ -76,65 +97,13 @@ def differences(
             diffs = [per_arm[name][seed][key] - base[seed][key] for seed in base]
             wins = sum(d > 0 for d in diffs)
             shown = ", ".join(f"{d:+.3f}" for d in diffs)
+            interval = (
+                "; paired 95% t-interval [{:+.3f}, {:+.3f}]".format(*paired_interval(diffs))
+                if len(diffs) > 1
+                else ""
+            )
             lines.append(
                 f"{key}: {name} - {names[0]} = {np.mean(diffs):+.3f} on average "
-                f"(per seed: {shown}; higher in {wins}/{len(diffs)} seeds)"
+                f"(per seed: {shown}; higher in {wins}/{len(diffs)} seeds{interval})"
             )
     return lines
-
-
-PANELS = (
-    ("eval_history.jsonl", "pass@1", "held-out pass@1"),
-    ("eval_history.jsonl", "distinct_correct", "held-out distinct correct answers / prompt"),
-    ("train_log.jsonl", "darling/correct_fraction", "training: fraction correct"),
-    ("train_log.jsonl", "darling/diversity_mean", "training: mean diversity within a group"),
-)
-
-
-def plot_curves(run_dirs: Mapping[str, Sequence[Path]], path: Path) -> None:
-    """Four panels over training steps; a line is the mean over seeds, the band min..max."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    for ax, (file, key, title) in zip(axes.flat, PANELS, strict=True):
-        for name, dirs in run_dirs.items():
-            series = [{r["step"]: r[key] for r in read_records(d / file) if key in r} for d in dirs]
-            steps = sorted(set.intersection(*(set(s) for s in series)))
-            values = np.array([[s[step] for step in steps] for s in series])
-            ax.plot(steps, values.mean(axis=0), label=f"{name} (mean of {len(dirs)})")
-            ax.fill_between(steps, values.min(axis=0), values.max(axis=0), alpha=0.2)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_pass_at_k(
-    per_arm: Mapping[str, Mapping[int, Mapping[str, float]]], ks: Sequence[int], path: Path
-) -> None:
-    """Final held-out pass@k against k (log scale): mean over seeds, one line per arm."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for name, per_seed in per_arm.items():
-        ax.plot(
-            list(ks), [mean_and_std(per_seed, f"pass@{k}")[0] for k in ks], marker="o", label=name
-        )
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("k")
-    ax.set_ylabel("held-out pass@k (mean over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
