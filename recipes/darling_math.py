@@ -25,5 +25,10 @@ MATH = Task(
     cluster_config="conf/math_qwen3_4b_darling.yaml",
 )
 
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recipe(MATH, __doc__.split("\n\n")[0], argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_recipe(MATH, __doc__.split("\n\n")[0], sys.argv[1:]))
+    sys.exit(main())

@@ -24,5 +24,10 @@ WILDCHAT = Task(
     cluster_config="conf/wildchat_llama8b_darling.yaml",
 )
 
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recipe(WILDCHAT, __doc__.split("\n\n")[0], argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_recipe(WILDCHAT, __doc__.split("\n\n")[0], sys.argv[1:]))
+    sys.exit(main())

@@ -69,5 +69,54 @@ def test_without_nemo_rl_the_recipe_says_how_to_run_it():
     message = str(exc.value.code)
     assert "NeMo-RL v0.4.0" in message and "No module named 'nemo_rl'" in message
     assert "docker run" in message and "srun --container-image" in message
-    assert "python recipes/darling_math.py --config " in message  # the command to rerun there
+    assert "uv run recipes/darling_math.py --config " in message  # the command to rerun there
     assert "engine: trl" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# No --config: the recipe chooses the config that fits the machine, and says so
+# ---------------------------------------------------------------------------------------------
+
+NO_NEMO_RL = importlib.util.find_spec("nemo_rl") is None
+
+
+@pytest.mark.skipif(not NO_NEMO_RL, reason="checks the choice on a machine without NeMo-RL")
+@pytest.mark.parametrize(
+    ("name", "chosen"),
+    [("darling_math", "conf/local/math_trl.yaml"), ("darling_wildchat", "conf/local/wildchat_trl.yaml")],
+)
+def test_no_config_chooses_the_single_machine_engine_and_says_why(name, chosen, capsys):
+    assert recipe(name).main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"no --config given; NeMo-RL is not importable here: running {chosen}" in out
+    assert "--config conf/" in out  # the hint: the paper's setup
+    assert yaml.safe_load(out.split("\n", 2)[2])["engine"] == "trl"
+
+
+def test_no_config_on_a_nemo_rl_gpu_machine_chooses_the_one_node_config(monkeypatch, capsys):
+    from darling_nemo import recipe as library
+
+    monkeypatch.setattr(library, "nemo_rl_with_gpus", lambda: (True, "NeMo-RL and 8 GPUs"))
+    assert recipe("darling_wildchat").main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "running conf/wildchat_qwen3_1p7b_1node_darling.yaml" in out
+
+
+@pytest.mark.parametrize("name", ["darling_math", "darling_wildchat"])
+def test_help_shows_the_no_argument_behaviour_and_an_example(name, capsys):
+    with pytest.raises(SystemExit) as done:
+        recipe(name).main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "With no --config:" in text and "--rehearse" in text
+    assert f"example: uv run recipes/{name}.py --config conf/" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not NO_NEMO_RL, reason="the CPU default runs where NeMo-RL is absent")
+@pytest.mark.parametrize("name", ["darling_math", "darling_wildchat"])
+def test_no_argument_run_finishes_on_cpu_with_darling_metrics(name, tmp_path, capsys):
+    # One step of what `uv run recipes/<name>.py` runs here (the full default takes minutes).
+    assert recipe(name).main(["trainer.max_steps=1", f"output_dir={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "'darling/diversity_mean'" in out and "'darling/classes_per_group'" in out
