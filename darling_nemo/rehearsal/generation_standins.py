@@ -1,0 +1,209 @@
+"""Stand-ins for NeMo-RL v0.4.0's vLLM generation workers (sync and async engine). See
+standins.py."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+from darling_nemo.rehearsal.standin_common import (
+    REFIT_TIMEOUT_MS,
+    load_causal_lm,
+    refit_address,
+)
+
+
+class VllmGenerationWorkerStandIn:
+    """vLLM's synchronous generation worker: samples with a tiny HF model on CPU."""
+
+    stands_in_for = "nemo_rl.models.generation.vllm.vllm_worker.VllmGenerationWorker"
+
+    @staticmethod
+    def configure_worker(
+        num_gpus: float, bundle_indices: tuple[int, list[int]] | None = None
+    ) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+        init_kwargs: dict[str, Any] = {}
+        if bundle_indices is not None:
+            init_kwargs = {"node_index": bundle_indices[0], "bundle_indices": bundle_indices[1]}
+        return {"num_gpus": num_gpus}, {}, init_kwargs
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        bundle_indices: list[int] | None = None,
+        fraction_of_gpus: float = 1.0,
+        seed: int | None = None,
+        node_index: int | None = None,
+    ) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        self.cfg = config
+        node = int(os.environ.get("NODE_RANK", "0")) if node_index is None else node_index
+        gpus = bundle_indices or [int(os.environ.get("LOCAL_RANK", "0"))]
+        self.devices = [(node, gpu) for gpu in gpus]
+        self.model = load_causal_lm(config["model_name"]).eval()
+        self.generator = torch.Generator().manual_seed((seed or 0) * 1000 + node * 100 + gpus[0])
+        self._sockets: dict[tuple[int, int], Any] = {}
+
+    # -- lifecycle and refit ------------------------------------------------------------------
+
+    def post_init(self) -> None:
+        pass
+
+    def is_alive(self) -> bool:
+        return True
+
+    def report_device_id(self) -> list[str]:
+        return [f"rehearsal-gpu-{node}-{gpu}" for node, gpu in self.devices]
+
+    def report_dp_openai_server_base_url(self) -> str | None:
+        return None
+
+    def prepare_refit_info(self, state_dict_info: dict[str, Any]) -> None:
+        self.expected = state_dict_info
+
+    def wake_up(self, **kwargs: Any) -> None:
+        pass
+
+    def sleep(self) -> None:
+        pass
+
+    def reset_prefix_cache(self) -> None:
+        pass
+
+    def start_gpu_profiling(self) -> None:
+        pass
+
+    def stop_gpu_profiling(self) -> None:
+        pass
+
+    def shutdown(self) -> bool:
+        for sock in self._sockets.values():
+            sock.close()
+        return True
+
+    def init_collective(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "the CPU rehearsal covers colocated generation only "
+            "(policy.generation.colocated.enabled=true)"
+        )
+
+    update_weights_from_collective = init_collective
+
+    def update_weights_via_ipc_zmq(self) -> bool:
+        """Receive the weights from the policy rank on each of this worker's GPUs; every
+        copy must agree (they are the same model) and match the announced names/shapes."""
+        import torch
+        import zmq
+
+        received = []
+        for device in self.devices:
+            if device not in self._sockets:
+                sock = zmq.Context.instance().socket(zmq.REP)
+                sock.setsockopt(zmq.RCVTIMEO, REFIT_TIMEOUT_MS)
+                sock.bind(refit_address(*device))
+                self._sockets[device] = sock
+            sock = self._sockets[device]
+            payload = sock.recv()
+            sock.send(b"ok")
+            received.append(torch.load(io.BytesIO(payload), weights_only=True))
+        state = received[0]
+        shapes = {k: tuple(v.shape) for k, v in state.items()}
+        if shapes != {k: tuple(v[0]) for k, v in self.expected.items()}:
+            raise RuntimeError("refit: the weights received differ from prepare_refit_info")
+        for other in received[1:]:
+            if any(not torch.equal(state[k], other[k]) for k in state):
+                raise RuntimeError(
+                    "refit: the policy ranks of one vLLM worker sent different weights"
+                )
+        self.model.load_state_dict(state)
+        return True
+
+    # -- generation --------------------------------------------------------------------------
+
+    def _sample_one(self, prompt: Any, greedy: bool) -> tuple[list[int], list[float]]:
+        """Autoregressive sampling with the generation config; the returned log-probabilities
+        are of the raw logits, as vLLM returns them (so they equal the policy's own)."""
+        import torch
+
+        cfg = self.cfg
+        budget = min(cfg["max_new_tokens"], cfg["vllm_cfg"]["max_model_len"] - len(prompt))
+        stop = set(cfg.get("stop_token_ids") or []) | {cfg["_pad_token_id"]}
+        ids, tokens, logprobs = prompt.clone(), [], []
+        with torch.no_grad():
+            for _ in range(max(budget, 0)):
+                logits = self.model(input_ids=ids.unsqueeze(0)).logits[0, -1].float()
+                raw = torch.log_softmax(logits, dim=-1)
+                if greedy:
+                    token = int(torch.argmax(logits))
+                else:
+                    probs = torch.softmax(logits / cfg["temperature"], dim=-1)
+                    token = int(torch.multinomial(probs, 1, generator=self.generator))
+                tokens.append(token)
+                logprobs.append(float(raw[token]))
+                ids = torch.cat([ids, torch.tensor([token], dtype=ids.dtype)])
+                if token in stop:
+                    break
+        return tokens, logprobs
+
+    def generate(self, data: Any, greedy: bool = False) -> Any:
+        import torch
+        from nemo_rl.distributed.batched_data_dict import BatchedDataDict
+
+        input_ids, lengths = data["input_ids"], data["input_lengths"]
+        samples = [
+            self._sample_one(input_ids[i, : int(lengths[i])], greedy) for i in range(len(lengths))
+        ]
+        width = input_ids.shape[1] + max((len(t) for t, _ in samples), default=0)
+        output_ids = torch.full((len(samples), width), self.cfg["_pad_token_id"], dtype=torch.long)
+        logprobs = torch.zeros((len(samples), width), dtype=torch.float32)
+        for i, (tokens, token_logprobs) in enumerate(samples):
+            start = int(lengths[i])
+            output_ids[i, :start] = input_ids[i, :start]
+            output_ids[i, start : start + len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+            logprobs[i, start : start + len(tokens)] = torch.tensor(token_logprobs)
+        return BatchedDataDict(
+            {
+                "output_ids": output_ids,
+                "logprobs": logprobs,
+                "generation_lengths": torch.tensor([len(t) for t, _ in samples]),
+                "unpadded_sequence_lengths": torch.tensor(
+                    [int(lengths[i]) + len(t) for i, (t, _) in enumerate(samples)]
+                ),
+            }
+        )
+
+
+class VllmAsyncGenerationWorkerStandIn(VllmGenerationWorkerStandIn):
+    """vLLM's async-engine worker: the same sampling behind the `*_async` methods, and
+    `generate_async` yielding one (index, result) per sample as it finishes."""
+
+    stands_in_for = "nemo_rl.models.generation.vllm.vllm_worker_async.VllmAsyncGenerationWorker"
+
+    async def post_init_async(self) -> None:
+        self.post_init()
+
+    async def report_device_id_async(self) -> list[str]:
+        return self.report_device_id()
+
+    async def prepare_refit_info_async(self, state_dict_info: dict[str, Any]) -> None:
+        self.prepare_refit_info(state_dict_info)
+
+    async def update_weights_via_ipc_zmq_async(self) -> bool:
+        return self.update_weights_via_ipc_zmq()
+
+    async def wake_up_async(self, **kwargs: Any) -> None:
+        pass
+
+    async def sleep_async(self) -> None:
+        pass
+
+    async def reset_prefix_cache_async(self) -> None:
+        pass
+
+    async def generate_async(self, data: Any, greedy: bool = False) -> Any:
+        for index in range(len(data["input_lengths"])):
+            row = data.slice(index, index + 1)
+            yield index, self.generate(row, greedy)
