@@ -75,6 +75,10 @@ class Rehearsal:
             TRANSFORMERS_OFFLINE="1",
             NEMO_RL_PY_EXECUTABLES_SYSTEM="1",
             RAY_USAGE_STATS_ENABLED="0",
+            # Ray starts one idle Python worker per logical CPU, and the rehearsal declares
+            # many more CPUs than the machine has (see start_ray): start workers on demand.
+            RAY_enable_worker_prestart="0",
+            RAY_prestart_worker_first_driver="0",
             TOKENIZERS_PARALLELISM="false",
             OMP_NUM_THREADS="1",
             PYTHONUNBUFFERED="1",
