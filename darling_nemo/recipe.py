@@ -117,8 +117,8 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
     except ConfigError as err:
         print(f"{config_path}: {err}", file=sys.stderr)
         if args.rehearse:  # a rehearsal always ends with its verdict line
-            first = str(err).splitlines()[-1].strip()
-            print(f"rehearsal: FAIL at config: {first}", flush=True)
+            problems = [line.strip() for line in str(err).splitlines()[1:]] or [str(err)]
+            print(f"rehearsal: FAIL at config: {'; '.join(problems)}", flush=True)
         return CONFIG_ERROR
 
     # 2. Rehearsal: NeMo-RL's real loop on CPU (darling_nemo/rehearsal).

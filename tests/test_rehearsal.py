@@ -156,20 +156,21 @@ def test_rehearsal_passes(config):
         )
 
 
+def rehearse_math_4b(*overrides: str) -> tuple[int, str]:
+    config = "conf/math_qwen3_4b_darling.yaml"
+    rc, out, _ = run_rehearsal(
+        ["recipes/darling_math.py", "--config", config, "--rehearse", *overrides]
+    )
+    return rc, out
+
+
 @pytest.mark.nemo_rl
 def test_rehearsal_fails_on_the_shipped_save_format_naming_the_key():
     # The value every config shipped with before: NeMo-RL v0.4.0's Policy.save_checkpoint
     # raises at the first save. It is refused before anything starts, naming the key.
     pytest.importorskip("nemo_rl")
-    rc, out, _ = run_rehearsal(
-        [
-            "recipes/darling_math.py",
-            "--config",
-            "conf/math_qwen3_4b_darling.yaml",
-            "--rehearse",
-            "checkpointing.model_save_format=safetensors",
-            "policy.dtensor_cfg._v2=false",
-        ]
+    rc, out = rehearse_math_4b(
+        "checkpointing.model_save_format=safetensors", "policy.dtensor_cfg._v2=false"
     )
     assert rc != 0
     assert verdict(out).startswith("rehearsal: FAIL at config:")
@@ -182,15 +183,7 @@ def test_rehearsal_fails_where_only_nemo_rls_own_code_looks():
     # Nothing in darling-nemo checks vLLM's top_p; NeMo-RL's VllmGeneration refuses < 0.99 in
     # setup(). The rehearsal must report it from the real run, in its phase.
     pytest.importorskip("nemo_rl")
-    rc, out, _ = run_rehearsal(
-        [
-            "recipes/darling_math.py",
-            "--config",
-            "conf/math_qwen3_4b_darling.yaml",
-            "--rehearse",
-            "policy.generation.top_p=0.5",
-        ]
-    )
+    rc, out = rehearse_math_4b("policy.generation.top_p=0.5")
     assert rc != 0
     assert verdict(out).startswith("rehearsal: FAIL at run 1"), verdict(out)
     assert "top_p" in verdict(out)

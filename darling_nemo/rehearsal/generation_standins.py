@@ -9,12 +9,13 @@ from typing import Any
 
 from darling_nemo.rehearsal.standin_common import (
     REFIT_TIMEOUT_MS,
+    CpuLifecycle,
     load_causal_lm,
     refit_address,
 )
 
 
-class VllmGenerationWorkerStandIn:
+class VllmGenerationWorkerStandIn(CpuLifecycle):
     """vLLM's synchronous generation worker: samples with a tiny HF model on CPU."""
 
     stands_in_for = "nemo_rl.models.generation.vllm.vllm_worker.VllmGenerationWorker"
@@ -52,9 +53,6 @@ class VllmGenerationWorkerStandIn:
     def post_init(self) -> None:
         pass
 
-    def is_alive(self) -> bool:
-        return True
-
     def report_device_id(self) -> list[str]:
         return [f"rehearsal-gpu-{node}-{gpu}" for node, gpu in self.devices]
 
@@ -73,24 +71,12 @@ class VllmGenerationWorkerStandIn:
     def reset_prefix_cache(self) -> None:
         pass
 
-    def start_gpu_profiling(self) -> None:
-        pass
-
-    def stop_gpu_profiling(self) -> None:
-        pass
-
     def shutdown(self) -> bool:
         for sock in self._sockets.values():
             sock.close()
         return True
 
-    def init_collective(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            "the CPU rehearsal covers colocated generation only "
-            "(policy.generation.colocated.enabled=true)"
-        )
-
-    update_weights_from_collective = init_collective
+    update_weights_from_collective = CpuLifecycle.init_collective
 
     def update_weights_via_ipc_zmq(self) -> bool:
         """Receive the weights from the policy rank on each of this worker's GPUs; every

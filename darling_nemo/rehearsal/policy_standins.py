@@ -13,6 +13,7 @@ from darling_nemo.rehearsal.standin_common import (
     DEVICE_NAME,
     FINGERPRINT_FILE,
     REFIT_TIMEOUT_MS,
+    CpuLifecycle,
     load_causal_lm,
     refit_address,
     serialise_state,
@@ -21,7 +22,7 @@ from darling_nemo.rehearsal.standin_common import (
 )
 
 
-class _PolicyStandIn:
+class _PolicyStandIn(CpuLifecycle):
     """The policy worker: one per fake GPU; every rank holds the whole tiny model."""
 
     stands_in_for = ""
@@ -103,9 +104,6 @@ class _PolicyStandIn:
 
     # -- what grpo_train and Policy call ----------------------------------------------------
 
-    def is_alive(self) -> bool:
-        return True
-
     def report_node_ip_and_gpu_id(self) -> tuple[str, int]:
         return socket.gethostbyname(socket.gethostname()), self.local_gpu
 
@@ -134,13 +132,7 @@ class _PolicyStandIn:
         finally:
             sock.close()
 
-    def init_collective(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            "the CPU rehearsal covers colocated generation only "
-            "(policy.generation.colocated.enabled=true)"
-        )
-
-    broadcast_weights_for_collective = init_collective
+    broadcast_weights_for_collective = CpuLifecycle.init_collective
 
     def offload_before_refit(self) -> None:
         pass
@@ -155,12 +147,6 @@ class _PolicyStandIn:
         self.model.train()
 
     def finish_training(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def start_gpu_profiling(self) -> None:
-        pass
-
-    def stop_gpu_profiling(self) -> None:
         pass
 
     def shutdown(self) -> bool:

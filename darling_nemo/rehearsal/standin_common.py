@@ -56,3 +56,23 @@ def token_logprobs(model: Any, input_ids: Any, input_lengths: Any) -> Any:
     out = torch.cat([torch.zeros_like(taken[:, :1]), taken], dim=1)
     positions = torch.arange(input_ids.shape[1]).unsqueeze(0)
     return out * (positions < input_lengths.unsqueeze(1))
+
+
+class CpuLifecycle:
+    """Calls NeMo-RL makes on every GPU worker that mean nothing on a CPU, answered once for
+    the policy and generation stand-ins alike."""
+
+    def is_alive(self) -> bool:
+        return True
+
+    def start_gpu_profiling(self) -> None:
+        pass
+
+    def stop_gpu_profiling(self) -> None:
+        pass
+
+    def init_collective(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "the CPU rehearsal covers colocated generation only "
+            "(policy.generation.colocated.enabled=true)"
+        )
