@@ -61,7 +61,15 @@ def test_every_nemo_rl_config_is_rehearsed():
 def test_shrunk_layout_keeps_the_configs_parallelism(config):
     before, after = load_config(REPO / config), shrunk(config)
     layout = parallel_layout(before)
-    assert parallel_layout(after) == layout  # TP, PP, CP and vLLM's TP x PP are kept
+    kept = parallel_layout(after)
+    # TP, CP and vLLM's TP x PP are kept; PP too, unless the group exceeds 8 fake GPUs, when
+    # it is halved but stays > 1
+    assert {k: kept[k] for k in ("tp", "cp", "vllm")} == {
+        k: layout[k] for k in ("tp", "cp", "vllm")
+    }
+    assert kept["pp"] == layout["pp"] or (1 < kept["pp"] < layout["pp"])
+    assert kept["tp"] * kept["pp"] * kept["cp"] <= 8 or kept["pp"] == 2
+    layout = kept
     cluster = shrunk_cluster(before)
     model_parallel = layout["tp"] * layout["pp"] * layout["cp"]
     world = cluster["policy_world"]
@@ -81,18 +89,25 @@ def test_shrunk_layout_keeps_the_configs_parallelism(config):
 
 
 def test_shrink_of_the_70b_layout_by_hand():
-    # TP4 x PP4 = 16 model-parallel GPUs -> DP 1; vLLM TP 8; lcm(16, 8) = 16 policy GPUs on
-    # nodes of the config's 8 GPUs: 2 policy nodes + 1 reward-model node = 3.
-    cluster = shrunk_cluster(load_config(REPO / "conf/wildchat_llama70b_darling.yaml"))
+    # TP4 x PP4 = 16 > 8 fake GPUs -> PP 2: TP4 x PP2 = 8 -> DP 1; vLLM TP 8; lcm(8, 8) = 8
+    # policy GPUs on one node of the config's 8 GPUs + 1 reward-model node = 2.
+    cfg = load_config(REPO / "conf/wildchat_llama70b_darling.yaml")
+    assert (
+        shrunk(cfg_path := "conf/wildchat_llama70b_darling.yaml")["policy"]["megatron_cfg"][
+            "pipeline_model_parallel_size"
+        ]
+        == 2
+    ), cfg_path
+    cluster = shrunk_cluster(cfg)
     assert cluster == {
-        "policy_world": 16,
+        "policy_world": 8,
         "gpus_per_node": 8,
-        "policy_nodes": 2,
+        "policy_nodes": 1,
         "rm_nodes": 1,
         "rm_gpus": 1,
         "dp": 1,
     }
-    assert math.lcm(16, 8) == 16
+    assert math.lcm(4 * 2, 8) == 8
 
 
 def test_shrink_changes_only_sizes_paths_and_services():

@@ -7,7 +7,8 @@ same loader as the real run. Only sizes, paths and services change:
 - models -> tiny local models of the same family; sequence lengths; prompts per step and
   the global batch (keeping the number of optimizer updates per rollout batch);
 - the GPU layout -> TP x PP x CP x DP with the config's TP, PP and CP and the smallest DP
-  (2 where the model-parallel group is at most 4 GPUs, so gradients cross ranks; else 1),
+  (2 where the model-parallel group is at most 4 GPUs, so gradients cross ranks; else 1);
+  PP halved (never below 2) while TP x PP x CP exceeds 8 fake GPUs (70B's TP4 x PP4),
   nodes of at most the config's GPUs per node, the reward model on 1 GPU of its own node;
 - data -> the rehearsal's few prompts; checkpoints and logs -> the rehearsal folder, saved
   every step; validation every step when the config validates at all;
@@ -22,6 +23,7 @@ from typing import Any
 MAX_NEW_TOKENS = 16
 MAX_PROMPT_TOKENS = 96
 PROMPTS_PER_STEP = 2
+MAX_MODEL_PARALLEL = 8  # fake GPUs in one model-parallel group (see pipeline_size)
 
 
 def _get(cfg: dict[str, Any], path: str) -> Any:
@@ -56,10 +58,22 @@ def parallel_layout(cfg: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def pipeline_size(cfg: dict[str, Any]) -> int:
+    """The pipeline-parallel size the rehearsal runs: the config's, halved while the
+    model-parallel group exceeds MAX_MODEL_PARALLEL (each fake GPU costs two Python processes
+    of ~0.4 GB; 70B's TP4 x PP4 = 32 processes exhaust a 24 GiB machine). It stays > 1 when
+    the config's is, so pipeline sharding is still exercised."""
+    layout = parallel_layout(cfg)
+    pp = layout["pp"]
+    while pp > 2 and layout["tp"] * pp * layout["cp"] > MAX_MODEL_PARALLEL:
+        pp //= 2
+    return pp
+
+
 def shrunk_cluster(cfg: dict[str, Any]) -> dict[str, int]:
     """Policy world, GPUs per node and node counts for the fake-GPU Ray cluster."""
     layout = parallel_layout(cfg)
-    model_parallel = layout["tp"] * layout["pp"] * layout["cp"]
+    model_parallel = layout["tp"] * pipeline_size(cfg) * layout["cp"]
     dp = 2 if model_parallel <= 4 else 1
     world = math.lcm(model_parallel * dp, layout["vllm"])
     per_node = min(cfg["cluster"]["gpus_per_node"], world)
@@ -118,6 +132,8 @@ def shrink_overrides(
         ("logger.swanlab_enabled", False),
         ("env.math.num_workers", 1),
     ]
+    if policy["megatron_cfg"]["enabled"] and pipeline_size(cfg) != parallel_layout(cfg)["pp"]:
+        out.append(("policy.megatron_cfg.pipeline_model_parallel_size", pipeline_size(cfg)))
     if cfg["data"]["val_data_path"] is not None:
         out.append(("data.val_data_path", val_data))
     if grpo["val_period"] > 0:
