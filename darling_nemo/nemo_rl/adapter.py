@@ -41,6 +41,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ import torch
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.judges import make_judge
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
-from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
+from darling_nemo.nemo_rl.checks import overlap_fallbacks, validate_nemo_rl_config
 from darling_nemo.schema import ConfigError, DarlingConfig
 
 NEMO_RL_VERSION = "0.4.0"
@@ -87,6 +88,23 @@ def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[in
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass
+class RolloutRows:
+    """The rollout batch as the transform reads it (copies: the batch may change after)."""
+
+    prompts: list[tuple[int, ...]]  # prompt token ids per row: the group key
+    responses: list[str]
+    rewards: torch.Tensor  # total_reward as read (after NeMo-RL's reward scaling)
+    kept: list[int]  # rows with loss_multiplier > 0: the partitioned rows
+
+
+@dataclass
+class DarlingOutcome:
+    reward: np.ndarray  # float64 [B]: DARLING reward per row (quality where not kept)
+    diversity: np.ndarray  # float64 [B]
+    result: DarlingBatch | None  # the core's result over the kept rows
+
+
 class DarlingRewardTransform:
     """Rewrites a rollout batch's `total_reward` in place and accumulates step metrics.
 
@@ -116,7 +134,17 @@ class DarlingRewardTransform:
         out of the partition: no judge call, no effect on anyone's diversity; they count as
         singletons (diversity 1, reward = quality) and NeMo-RL masks them out of the loss.
         Returns the core's result over the partitioned rows (None when there are none).
+
+        The three steps are public so that `overlap.OverlappedDarling` runs the same code
+        with `compute` (the judge) in the background: read, compute, write.
         """
+        rows = self.read(batch)
+        outcome = self.compute(rows)
+        self.write(batch, rows, outcome)
+        return outcome.result
+
+    def read(self, batch: Any) -> RolloutRows:
+        """What the transform needs from the rollout batch, copied out of it."""
         start = time.perf_counter()
         rewards = batch["total_reward"]
         if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
@@ -125,27 +153,46 @@ class DarlingRewardTransform:
         if len(logs) != rewards.numel():
             raise ValueError(f"{len(logs)} message logs but {rewards.numel()} rewards")
         prompts, responses = zip(*(prompt_and_response(log) for log in logs), strict=True)
-        quality = rewards.detach().to(torch.float64).cpu().numpy()
         multiplier = batch.get("loss_multiplier")
-        kept = [row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0]
+        rows = RolloutRows(
+            prompts=list(prompts),
+            responses=list(responses),
+            rewards=rewards.detach().clone(),
+            kept=[
+                row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0
+            ],
+        )
+        self._seconds += time.perf_counter() - start
+        return rows
+
+    def compute(self, rows: RolloutRows) -> DarlingOutcome:
+        """The judge and the core over the kept rows (the only step that takes time)."""
+        start = time.perf_counter()
+        quality = rows.rewards.to(torch.float64).cpu().numpy()
         reward, diversity = quality.copy(), np.ones_like(quality)
         result = None
-        if kept:
+        if rows.kept:
+            kept_prompts = [rows.prompts[row] for row in rows.kept]
             result = darling_batch(
-                [responses[row] for row in kept],
-                quality[kept],
-                [prompts[row] for row in kept],
+                [rows.responses[row] for row in rows.kept],
+                quality[rows.kept],
+                kept_prompts,
                 self.judge,
                 self.settings,
             )
-            reward[kept], diversity[kept] = result.reward, result.diversity
-            self._batches.append((result, [prompts[row] for row in kept]))
-
-        batch[QUALITY_KEY] = rewards.detach().clone()
-        batch[DIVERSITY_KEY] = torch.as_tensor(diversity, dtype=rewards.dtype)
-        batch["total_reward"] = torch.as_tensor(reward, dtype=rewards.dtype).to(rewards.device)
+            reward[rows.kept], diversity[rows.kept] = result.reward, result.diversity
+            self._batches.append((result, kept_prompts))
         self._seconds += time.perf_counter() - start
-        return result
+        return DarlingOutcome(reward=reward, diversity=diversity, result=result)
+
+    def write(self, batch: Any, rows: RolloutRows, outcome: DarlingOutcome) -> None:
+        """The DARLING reward into `total_reward`, quality and diversity next to it."""
+        rewards = rows.rewards
+        batch[QUALITY_KEY] = rewards.clone()
+        batch[DIVERSITY_KEY] = torch.as_tensor(outcome.diversity, dtype=rewards.dtype)
+        batch["total_reward"] = torch.as_tensor(outcome.reward, dtype=rewards.dtype).to(
+            rewards.device
+        )
 
     def pop_metrics(self) -> dict[str, float]:
         """`metrics.darling_step_metrics` of the batches since the last call (the names the
@@ -235,13 +282,22 @@ def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf
 
 
 @contextmanager
-def darling_rewards(master_config: dict[str, Any]) -> Iterator[DarlingRewardTransform]:
+def darling_rewards(
+    master_config: dict[str, Any], policy: Any = None
+) -> Iterator[DarlingRewardTransform]:
     """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
 
     Validates the darling: section and its consistency with grpo:/loss_fn: first (raises
     ConfigError listing every problem). Yields the transform (for `DarlingLogger`).
+    With darling.overlap=true and `policy` (the Policy that setup() returns and grpo_train
+    trains) the judge runs while NeMo-RL computes log-probabilities and `policy.train`
+    waits for it (overlap.py); without a policy, with darling.overlap=false, or where
+    `checks.overlap_fallbacks` names a reason (printed), the judge runs inside the hook,
+    before the baseline.
     """
     from nemo_rl.algorithms import grpo
+
+    from darling_nemo.nemo_rl.overlap import OverlappedDarling, overlapped_train
 
     darling = validate_nemo_rl_config(master_config)
     original = grpo.scale_rewards
@@ -259,18 +315,37 @@ def darling_rewards(master_config: dict[str, Any]) -> Iterator[DarlingRewardTran
             super().__init__(*args, **kwargs)
             step_timers.append(self)
 
+    def judge_timer() -> Any:
+        # grpo_train times generation before scale_rewards and reward_calculation after it:
+        # without a label of its own the judge's wall time would show only in the total.
+        return step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext()
+
+    overlapped = None
+    fallbacks = overlap_fallbacks(master_config) if darling.overlap else []
+    for reason in fallbacks:
+        print(f"darling.overlap=true: judging synchronously because {reason}", flush=True)
+    if darling.overlap and not fallbacks and policy is not None:
+        overlapped = OverlappedDarling(
+            transform,
+            leave_one_out=bool(master_config["grpo"]["use_leave_one_out_baseline"]),
+            normalize=bool(master_config["grpo"]["normalize_rewards"]),
+            timer=judge_timer,
+        )
+
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)
-        # grpo_train times generation before this call and reward_calculation after it:
-        # without a label of its own the judge's wall time would show only in the total.
-        with step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext():
-            transform.apply(repeated_batch)
+        if overlapped is not None:
+            overlapped.start(repeated_batch)
+        else:
+            with judge_timer():
+                transform.apply(repeated_batch)
         return repeated_batch
 
     scale_rewards_then_darling._darling_wrapped = True  # type: ignore[attr-defined]
     grpo.scale_rewards, grpo.Timer = scale_rewards_then_darling, StepTimer
     try:
-        yield transform
+        with overlapped_train(policy, overlapped) if overlapped else nullcontext():
+            yield transform
     finally:
         grpo.scale_rewards, grpo.Timer = original, original_timer
         close = getattr(transform.judge.judge if transform.judge else None, "close", None)
@@ -515,7 +590,7 @@ def _setup_and_train(
         grpo_state,
         master_config,
     ) = setup(cfg, tokenizer, dataset, val_dataset)
-    with darling_rewards(master_config) as transform:
+    with darling_rewards(master_config, policy) as transform:
         if save_by is not None:
             ckpt = master_config["checkpointing"]
             ckpt["checkpoint_must_save_by"] = checkpoint_must_save_by(
