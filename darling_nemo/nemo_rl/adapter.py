@@ -52,6 +52,7 @@ from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.judges import make_judge
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
 from darling_nemo.nemo_rl.checks import overlap_fallbacks, validate_nemo_rl_config
+from darling_nemo.rehearsal.pacing import paced
 from darling_nemo.schema import ConfigError, DarlingConfig
 
 NEMO_RL_VERSION = "0.4.0"
@@ -60,6 +61,7 @@ DIVERSITY_KEY = "darling_diversity"
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
 JUDGE_TIMER = "darling_judge"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+OVERLAP_ON = "darling.overlap: the judge runs while NeMo-RL computes log-probabilities"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,6 +167,7 @@ class DarlingRewardTransform:
         self._seconds += time.perf_counter() - start
         return rows
 
+    @paced("judge")  # the CPU rehearsal's duration model (bench.step_time); no-op otherwise
     def compute(self, rows: RolloutRows) -> DarlingOutcome:
         """The judge and the core over the kept rows (the only step that takes time)."""
         start = time.perf_counter()
@@ -331,6 +334,7 @@ def darling_rewards(
             normalize=bool(master_config["grpo"]["normalize_rewards"]),
             timer=judge_timer,
         )
+        print(OVERLAP_ON, flush=True)
 
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)

@@ -29,6 +29,8 @@ from typing import Any
 
 import ray
 
+from darling_nemo.rehearsal.pacing import paced
+
 REFIT_TIMEOUT_MS = 120_000
 FINGERPRINT_FILE = "rehearsal_fingerprint.json"
 DEVICE_NAME = "cpu (rehearsal stand-in)"
@@ -224,9 +226,11 @@ class _PolicyStandIn:
     def shutdown(self) -> bool:
         return True
 
+    @paced("logprobs")  # bench.step_time's duration model; no-op otherwise
     def get_logprobs(self, *, data: Any, micro_batch_size: int | None = None) -> Any:
         return self._logprobs(self.model, data, "logprobs")
 
+    @paced("reference_logprobs")  # bench.step_time's duration model; no-op otherwise
     def get_reference_policy_logprobs(
         self, *, data: Any, micro_batch_size: int | None = None
     ) -> Any:
@@ -242,6 +246,7 @@ class _PolicyStandIn:
             values = _token_logprobs(model, data["input_ids"], data["input_lengths"])
         return BatchedDataDict({key: values})
 
+    @paced("training")  # bench.step_time's duration model; no-op otherwise
     def train(
         self,
         data: Any,
@@ -556,6 +561,7 @@ class VllmGenerationWorkerStandIn:
                     break
         return tokens, logprobs
 
+    @paced("generation")  # bench.step_time's duration model; no-op otherwise
     def generate(self, data: Any, greedy: bool = False) -> Any:
         import torch
         from nemo_rl.distributed.batched_data_dict import BatchedDataDict
