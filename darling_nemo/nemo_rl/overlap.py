@@ -52,7 +52,7 @@ from typing import Any
 
 import torch
 
-from darling_nemo.nemo_rl.adapter import DarlingOutcome, DarlingRewardTransform, RolloutRows
+from darling_nemo.nemo_rl.transform import DarlingOutcome, DarlingRewardTransform, RolloutRows
 
 TimerContext = Callable[[], AbstractContextManager[Any]]
 
