@@ -19,6 +19,7 @@ repo="$(dirname "$here")"
 pins="$here/nemo-rl-v0.4.0-cpu-requirements.txt"
 source="${1:?usage: containers/nemo_rl_cpu_env.sh NEMO_RL_SOURCE [ENV_DIR]}"
 env_dir="${2:-$repo/.nemo-rl-cpu}"
+env_dir="$(realpath -m "$env_dir")"  # the .pth below must hold an absolute path
 [ -e "$source" ] || { echo "nemo_rl_cpu_env: $source: no such file or folder" >&2; exit 2; }
 command -v uv >/dev/null || { echo "nemo_rl_cpu_env: needs uv (pip install uv)" >&2; exit 2; }
 

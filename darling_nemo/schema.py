@@ -335,6 +335,10 @@ class DarlingConfig(Strict):
     # to n-1 judge calls per step); one: every pair in one call, as the reference (more pairs,
     # one round trip: for a served judge whose latency dominates).
     judge_rounds: Literal["waves", "one"] = "waves"
+    # NeMo-RL engine: the judge runs while NeMo-RL computes log-probabilities and training
+    # waits for it; same rewards and advantages bit for bit (README "Judge cost"). false:
+    # the judge runs before the baseline, on the step's critical path.
+    overlap: bool = True
 
     def settings(self) -> DarlingSettings:
         """The plain-value knobs the pure core takes."""

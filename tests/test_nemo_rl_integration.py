@@ -517,11 +517,24 @@ def ray_cluster():
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("async_engine", [False, True], ids=["sync_rollout", "async_engine"])
-def test_grpo_train_trains_on_darling_advantages(
-    async_engine, ray_cluster, math_files, char_tokenizer_dir, tmp_path
-):
+class RecordingLogger:
+    """NeMo-RL's Logger, keeping every log_metrics call: (prefix, step, metrics)."""
+
+    def __init__(self, logger):
+        self._logger = logger
+        self.logged = []
+
+    def log_metrics(self, metrics, step, prefix="", step_metric=None):
+        self.logged.append((prefix, step, dict(metrics)))
+        self._logger.log_metrics(metrics, step, prefix, step_metric)
+
+    def __getattr__(self, name):
+        return getattr(self._logger, name)
+
+
+def run_grpo_train(math_files, char_tokenizer_dir, tmp_path, overrides, async_engine=False):
+    """NeMo-RL's grpo_train, 2 steps of 2 prompts x 4 responses (the real recipe config,
+    shrunk), the DARLING hook installed; returns (policy, RecordingLogger)."""
     from nemo_rl.algorithms import grpo
     from nemo_rl.algorithms.grpo import _default_grpo_save_state, grpo_train
     from nemo_rl.algorithms.loss_functions import ClippedPGLossFn
@@ -531,7 +544,6 @@ def test_grpo_train_trains_on_darling_advantages(
     from nemo_rl.utils.logger import Logger
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    # The real recipe config, shrunk: 2 prompts x 4 responses, 2 steps (2 epochs of 1 step).
     cfg = load_config(
         CONF / "math_qwen3_4b_darling.yaml",
         [
@@ -552,6 +564,7 @@ def test_grpo_train_trains_on_darling_advantages(
             "checkpointing.enabled=false",
             f"checkpointing.checkpoint_dir={tmp_path / 'ckpt'}",
             f"logger.log_dir={tmp_path / 'logs'}",
+            *overrides,
         ],
     )
     tokenizer = get_tokenizer({"name": char_tokenizer_dir})
@@ -561,9 +574,9 @@ def test_grpo_train_trains_on_darling_advantages(
         dataset, batch_size=2, shuffle=False, collate_fn=rl_collate_fn, drop_last=True
     )
     policy = ScriptedPolicy(tokenizer, async_engine)
-    logger = Logger(cfg["logger"])
+    logger = RecordingLogger(Logger(cfg["logger"]))
     try:
-        with darling_rewards(cfg) as transform:
+        with darling_rewards(cfg, policy) as transform:
             grpo_train(
                 policy,
                 None,  # policy_generation: the policy generates (no refit), like Megatron
@@ -582,6 +595,19 @@ def test_grpo_train_trains_on_darling_advantages(
         for env in task_to_env.values():
             env.shutdown.remote()
     assert grpo.scale_rewards.__name__ == "scale_rewards"  # hook removed
+    assert "train" not in vars(policy)  # the overlap's wrapper too
+    return policy, logger
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("async_engine", [False, True], ids=["sync_rollout", "async_engine"])
+def test_grpo_train_trains_on_darling_advantages(
+    async_engine, ray_cluster, math_files, char_tokenizer_dir, tmp_path
+):
+    from nemo_rl.algorithms.utils import get_tokenizer
+
+    tokenizer = get_tokenizer({"name": char_tokenizer_dir})
+    policy, _ = run_grpo_train(math_files, char_tokenizer_dir, tmp_path, [], async_engine)
 
     # What NeMo-RL trained on: per sample, the advantage on its response tokens.
     assert len(policy.trained) == 2
@@ -618,3 +644,46 @@ def test_grpo_train_trains_on_darling_advantages(
     assert events.Scalars("darling/classes_per_group")[0].value == pytest.approx(2.0)
     # train/reward is the mean DARLING reward: (2/3 + 2/3 + 1 + 0 + 4 * 0.1) / 8
     assert events.Scalars("train/reward")[0].value == pytest.approx((7 / 3 + 0.4) / 8, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_grpo_train_overlap_equals_synchronous(
+    ray_cluster, math_files, char_tokenizer_dir, tmp_path
+):
+    """The real grpo_train, darling.overlap=false then true: the same training data and the
+    same logged metrics, bit for bit (timings aside)."""
+    runs = {
+        overlap: run_grpo_train(
+            math_files,
+            char_tokenizer_dir,
+            tmp_path / str(overlap),
+            [f"darling.overlap={str(overlap).lower()}"],
+        )
+        for overlap in (False, True)
+    }
+    (sync_policy, sync_log), (overlap_policy, overlap_log) = runs[False], runs[True]
+    assert len(sync_policy.trained) == len(overlap_policy.trained) == 2
+    for sync_data, overlap_data in zip(sync_policy.trained, overlap_policy.trained, strict=True):
+        assert sync_data.keys() == overlap_data.keys()
+        for key in sync_data:
+            a, b = sync_data[key], overlap_data[key]
+            if isinstance(a, torch.Tensor):
+                assert a.dtype == b.dtype and torch.equal(a, b), key
+                if a.is_floating_point():  # bits: 0.0 and -0.0 compare equal
+                    assert torch.equal(a.view(torch.int32), b.view(torch.int32)), key
+    # Some advantage is non-zero, so the overlap did write DARLING's (not the placeholder's).
+    assert any(data["advantages"].abs().sum() > 0 for data in overlap_policy.trained)
+
+    def metrics(log, prefix):
+        timing = {"seconds", "judge_seconds"}
+        return [
+            (step, {k: v for k, v in m.items() if k not in timing})
+            for p, step, m in log.logged
+            if p == prefix
+        ]
+
+    for prefix in ("train", "darling"):
+        assert metrics(sync_log, prefix) == metrics(overlap_log, prefix), prefix
+        assert len(metrics(sync_log, prefix)) == 2
+    timings = [m for p, _, m in overlap_log.logged if p == "timing/train"]
+    assert all("darling_judge" in m for m in timings)

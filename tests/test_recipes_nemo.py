@@ -83,7 +83,10 @@ NO_NEMO_RL = importlib.util.find_spec("nemo_rl") is None
 @pytest.mark.skipif(not NO_NEMO_RL, reason="checks the choice on a machine without NeMo-RL")
 @pytest.mark.parametrize(
     ("name", "chosen"),
-    [("darling_math", "conf/local/math_trl.yaml"), ("darling_wildchat", "conf/local/wildchat_trl.yaml")],
+    [
+        ("darling_math", "conf/local/math_trl.yaml"),
+        ("darling_wildchat", "conf/local/wildchat_trl.yaml"),
+    ],
 )
 def test_no_config_chooses_the_single_machine_engine_and_says_why(name, chosen, capsys):
     assert recipe(name).main(["--dry-run"]) == 0

@@ -18,6 +18,8 @@ stays the plain environment reward. NeMo-RL then subtracts its own group-mean ba
 with grpo.normalize_rewards=false and use_leave_one_out_baseline=false (checked by
 `checks.validate_nemo_rl_config`) the trained advantage is DARLING's.
 `async_grpo_train` never calls scale_rewards, so async GRPO is refused at validation.
+With darling.overlap=true the hook only starts the judge and `policy.train` finishes the
+step's DARLING work (overlap.py), with the same result.
 
 Groups. Rows are grouped by identical prompt token ids (the messages before the first
 assistant message), exactly as NeMo-RL's baseline (`calculate_baseline_and_std_per_prompt`,
@@ -39,128 +41,28 @@ import gc
 import os
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
-from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.judges import make_judge
-from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
-from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
-from darling_nemo.schema import ConfigError, DarlingConfig
+from darling_nemo.nemo_rl.checks import overlap_fallbacks, validate_nemo_rl_config
+from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the adapter's API)
+    DIVERSITY_KEY,
+    QUALITY_KEY,
+    DarlingOutcome,
+    DarlingRewardTransform,
+    RolloutRows,
+    prompt_and_response,
+)
+from darling_nemo.schema import ConfigError
 
 NEMO_RL_VERSION = "0.4.0"
-QUALITY_KEY = "darling_quality"  # the environment reward, kept next to the DARLING reward
-DIVERSITY_KEY = "darling_diversity"
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
 JUDGE_TIMER = "darling_judge"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading NeMo-RL's rollout batch
-# ---------------------------------------------------------------------------------------------
-
-
-def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[int, ...], str]:
-    """(prompt token ids, response text) of one sample of a rollout batch.
-
-    The prompt is every message before the first assistant message (what the dataloader
-    produced); the response is the assistant messages' content joined without separator,
-    as NeMo-RL's MathEnvironment reads it. Environment observations are not response text.
-    """
-    first = next(
-        (k for k, m in enumerate(message_log) if m["role"] == "assistant"), len(message_log)
-    )
-    prompt = message_log[:first]
-    ids = torch.cat([torch.as_tensor(m["token_ids"]).reshape(-1) for m in prompt]) if prompt else []
-    response = "".join(str(m["content"]) for m in message_log[first:] if m["role"] == "assistant")
-    return tuple(int(t) for t in ids), response
-
-
-# ---------------------------------------------------------------------------------------------
-# The transform
-# ---------------------------------------------------------------------------------------------
-
-
-class DarlingRewardTransform:
-    """Rewrites a rollout batch's `total_reward` in place and accumulates step metrics.
-
-    `apply` may run several times per training step (dynamic sampling draws more batches);
-    `pop_metrics` summarises everything since the last call.
-    """
-
-    def __init__(self, darling: DarlingConfig, judge: PairJudge | None) -> None:
-        self.darling = darling
-        self.settings = darling.settings()
-        self.judge = TimedJudge(judge) if judge is not None else None
-        self._reset()
-
-    def _reset(self) -> None:
-        self._batches: list[tuple[DarlingBatch, list[tuple[int, ...]]]] = []
-        self._seconds = 0.0
-        self._judge_before = judge_usage(self.judge)
-
-    def apply(self, batch: Any) -> DarlingBatch | None:
-        """batch: NeMo-RL's BatchedDataDict (or any mapping) after rewards are computed.
-
-        Reads `message_log` (list of message dicts with role, content, token_ids),
-        `total_reward` (float tensor [B]) and `loss_multiplier` ([B], optional); writes
-        `total_reward` (DARLING reward, same dtype), `darling_quality` (the reward it read) and
-        `darling_diversity` (tensors [B]). Rows with loss_multiplier 0 (prompts NeMo-RL's
-        processors cut for being too long: they all share one 4-token "prompt") are left
-        out of the partition: no judge call, no effect on anyone's diversity; they count as
-        singletons (diversity 1, reward = quality) and NeMo-RL masks them out of the loss.
-        Returns the core's result over the partitioned rows (None when there are none).
-        """
-        start = time.perf_counter()
-        rewards = batch["total_reward"]
-        if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
-            raise ValueError("repeated_batch['total_reward'] must be a 1-D tensor")
-        logs = batch["message_log"]
-        if len(logs) != rewards.numel():
-            raise ValueError(f"{len(logs)} message logs but {rewards.numel()} rewards")
-        prompts, responses = zip(*(prompt_and_response(log) for log in logs), strict=True)
-        quality = rewards.detach().to(torch.float64).cpu().numpy()
-        multiplier = batch.get("loss_multiplier")
-        kept = [row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0]
-        reward, diversity = quality.copy(), np.ones_like(quality)
-        result = None
-        if kept:
-            result = darling_batch(
-                [responses[row] for row in kept],
-                quality[kept],
-                [prompts[row] for row in kept],
-                self.judge,
-                self.settings,
-            )
-            reward[kept], diversity[kept] = result.reward, result.diversity
-            self._batches.append((result, [prompts[row] for row in kept]))
-
-        batch[QUALITY_KEY] = rewards.detach().clone()
-        batch[DIVERSITY_KEY] = torch.as_tensor(diversity, dtype=rewards.dtype)
-        batch["total_reward"] = torch.as_tensor(reward, dtype=rewards.dtype).to(rewards.device)
-        self._seconds += time.perf_counter() - start
-        return result
-
-    def pop_metrics(self) -> dict[str, float]:
-        """`metrics.darling_step_metrics` of the batches since the last call (the names the
-        TRL engine logs too; advantage_abs_mean is DARLING's advantage, the one NeMo-RL
-        trains on when the config is consistent), then reset; empty if apply never ran."""
-        if not self._batches:
-            return {}
-        out = darling_step_metrics(
-            self._batches,
-            semantic=self.settings.diversity == "semantic",
-            seconds=self._seconds,
-            judge=usage_since(self._judge_before, judge_usage(self.judge)),
-        )
-        self._reset()
-        return out
+OVERLAP_ON = "darling.overlap: the judge runs while NeMo-RL computes log-probabilities"
 
 
 class DarlingLogger:
@@ -235,13 +137,22 @@ def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf
 
 
 @contextmanager
-def darling_rewards(master_config: dict[str, Any]) -> Iterator[DarlingRewardTransform]:
+def darling_rewards(
+    master_config: dict[str, Any], policy: Any = None
+) -> Iterator[DarlingRewardTransform]:
     """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
 
     Validates the darling: section and its consistency with grpo:/loss_fn: first (raises
     ConfigError listing every problem). Yields the transform (for `DarlingLogger`).
+    With darling.overlap=true and `policy` (the Policy that setup() returns and grpo_train
+    trains) the judge runs while NeMo-RL computes log-probabilities and `policy.train`
+    waits for it (overlap.py); without a policy, with darling.overlap=false, or where
+    `checks.overlap_fallbacks` names a reason (printed), the judge runs inside the hook,
+    before the baseline.
     """
     from nemo_rl.algorithms import grpo
+
+    from darling_nemo.nemo_rl.overlap import OverlappedDarling, overlapped_train
 
     darling = validate_nemo_rl_config(master_config)
     original = grpo.scale_rewards
@@ -259,18 +170,38 @@ def darling_rewards(master_config: dict[str, Any]) -> Iterator[DarlingRewardTran
             super().__init__(*args, **kwargs)
             step_timers.append(self)
 
+    def judge_timer() -> Any:
+        # grpo_train times generation before scale_rewards and reward_calculation after it:
+        # without a label of its own the judge's wall time would show only in the total.
+        return step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext()
+
+    overlapped = None
+    fallbacks = overlap_fallbacks(master_config) if darling.overlap else []
+    for reason in fallbacks:
+        print(f"darling.overlap=true: judging synchronously because {reason}", flush=True)
+    if darling.overlap and not fallbacks and policy is not None:
+        overlapped = OverlappedDarling(
+            transform,
+            leave_one_out=bool(master_config["grpo"]["use_leave_one_out_baseline"]),
+            normalize=bool(master_config["grpo"]["normalize_rewards"]),
+            timer=judge_timer,
+        )
+        print(OVERLAP_ON, flush=True)
+
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)
-        # grpo_train times generation before this call and reward_calculation after it:
-        # without a label of its own the judge's wall time would show only in the total.
-        with step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext():
-            transform.apply(repeated_batch)
+        if overlapped is not None:
+            overlapped.start(repeated_batch)
+        else:
+            with judge_timer():
+                transform.apply(repeated_batch)
         return repeated_batch
 
     scale_rewards_then_darling._darling_wrapped = True  # type: ignore[attr-defined]
     grpo.scale_rewards, grpo.Timer = scale_rewards_then_darling, StepTimer
     try:
-        yield transform
+        with overlapped_train(policy, overlapped) if overlapped else nullcontext():
+            yield transform
     finally:
         grpo.scale_rewards, grpo.Timer = original, original_timer
         close = getattr(transform.judge.judge if transform.judge else None, "close", None)
@@ -515,7 +446,7 @@ def _setup_and_train(
         grpo_state,
         master_config,
     ) = setup(cfg, tokenizer, dataset, val_dataset)
-    with darling_rewards(master_config) as transform:
+    with darling_rewards(master_config, policy) as transform:
         if save_by is not None:
             ckpt = master_config["checkpointing"]
             ckpt["checkpoint_must_save_by"] = checkpoint_must_save_by(

@@ -144,6 +144,23 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
     return problems
 
 
+def overlap_fallbacks(cfg: dict[str, Any]) -> list[str]:
+    """Why darling.overlap=true must judge synchronously for this config, naming the keys;
+    empty when the overlapped judge gives the synchronous result exactly.
+
+    The overlapped hook leaves a placeholder reward where NeMo-RL expects the DARLING
+    reward; anything that reads the reward before policy.train would read the placeholder.
+    Dynamic sampling does, but it is refused altogether (`nemo_rl_contradictions`).
+    """
+    found, shaping_enabled = _lookup(cfg, "grpo.reward_shaping.enabled")
+    if found and shaping_enabled:
+        return [
+            "grpo.reward_shaping.enabled=true: NeMo-RL shapes the reward right after the "
+            "DARLING hook, before the judge would have answered"
+        ]
+    return []
+
+
 def validate_nemo_rl_config(
     cfg: dict[str, Any], reference: dict[str, Any] | None = None
 ) -> DarlingConfig:

@@ -7,6 +7,7 @@ import io
 import os
 from typing import Any
 
+from darling_nemo.rehearsal.pacing import paced
 from darling_nemo.rehearsal.standin_common import (
     REFIT_TIMEOUT_MS,
     CpuLifecycle,
@@ -134,6 +135,7 @@ class VllmGenerationWorkerStandIn(CpuLifecycle):
                     break
         return tokens, logprobs
 
+    @paced("generation")  # bench.step_time's duration model; no-op otherwise
     def generate(self, data: Any, greedy: bool = False) -> Any:
         import torch
         from nemo_rl.distributed.batched_data_dict import BatchedDataDict

@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from darling_nemo.rehearsal.pacing import paced
 from darling_nemo.rehearsal.standin_common import (
     DEVICE_NAME,
     FINGERPRINT_FILE,
@@ -152,9 +153,11 @@ class _PolicyStandIn(CpuLifecycle):
     def shutdown(self) -> bool:
         return True
 
+    @paced("logprobs")  # bench.step_time's duration model; no-op otherwise
     def get_logprobs(self, *, data: Any, micro_batch_size: int | None = None) -> Any:
         return self._logprobs(self.model, data, "logprobs")
 
+    @paced("reference_logprobs")  # bench.step_time's duration model; no-op otherwise
     def get_reference_policy_logprobs(
         self, *, data: Any, micro_batch_size: int | None = None
     ) -> Any:
@@ -170,6 +173,7 @@ class _PolicyStandIn(CpuLifecycle):
             values = token_logprobs(model, data["input_ids"], data["input_lengths"])
         return BatchedDataDict({key: values})
 
+    @paced("training")  # bench.step_time's duration model; no-op otherwise
     def train(
         self,
         data: Any,

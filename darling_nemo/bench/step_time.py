@@ -1,0 +1,201 @@
+"""A GRPO step at paper scale, simulated: DARLING's judge synchronous vs overlapped.
+
+    .nemo-rl-cpu/bin/python -m darling_nemo.bench.step_time     (PATH must reach its `ray`)
+
+Runs NeMo-RL v0.4.0's real setup() + grpo_train() in the CPU rehearsal (rehearsal/run.py:
+private Ray, stand-ins for the GPU workers, classify_server for the served judge) on
+conf/math_qwen3_4b_darling.yaml, where every GPU phase and the judge last as long as the
+duration model below says (rehearsal/pacing.py; time scaled down, REAL_S_PER_SIMULATED_S),
+then reads NeMo-RL's own per-step timers from TensorBoard. Both scales run the math
+config's loop; only the durations differ (the WildChat model folds the reward model's
+scoring into generation). What the stand-ins really compute on the CPU (tiny models) and
+NeMo-RL's own bookkeeping are not modelled; they show up as `other`.
+
+Durations (simulated seconds per step) come from FLOP and bandwidth arithmetic on an
+H100 SXM (989 TFLOP/s dense bf16, 3.35 TB/s), stated in `paper_scales()`; the judge is
+`judges.cost.judge_seconds_per_step`, the README "Judge cost" arithmetic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from darling_nemo.config import load_config, save_config
+from darling_nemo.judges.cost import (
+    H100_BF16_DENSE_FLOPS,
+    forward_flops_per_token,
+    judge_seconds_per_step,
+    tokens_per_s_per_gpu,
+)
+from darling_nemo.plan import KNOWN_MODELS
+from darling_nemo.rehearsal.pacing import MODEL_ENV
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = "conf/math_qwen3_4b_darling.yaml"
+TRAIN_MFU = 0.35  # Megatron training / log-prob forward at long sequences (assumed)
+REAL_S_PER_SIMULATED_S = {"math": 0.05, "wildchat": 0.2}
+
+
+@dataclass
+class Scale:
+    name: str
+    phases: dict[str, float]  # simulated seconds per step
+    notes: list[str]  # where each number comes from
+
+
+def _policy_phases(model: str, tokens: float, seq: int, gpus: int) -> dict[str, float]:
+    """Forward (log-probs) and 3x forward (training) over the step's tokens at TRAIN_MFU."""
+    flops = forward_flops_per_token(KNOWN_MODELS[model], seq) * tokens
+    forward = flops / (gpus * H100_BF16_DENSE_FLOPS * TRAIN_MFU)
+    # NeMo-RL v0.4.0 computes the reference log-probs every step, KL or not.
+    return {"logprobs": forward, "reference_logprobs": forward, "training": 3 * forward}
+
+
+def paper_scales() -> list[Scale]:
+    math_tokens = 256 * 8 * (4_096 + 200)  # mean response: half the 8,192 cap (assumed)
+    math_judge_tps = tokens_per_s_per_gpu(
+        forward_flops_per_token(KNOWN_MODELS["dogtooth/qwen3-4b-emb-finetuned-step-70-hf"], 4_096),
+        H100_BF16_DENSE_FLOPS,
+        0.40,
+    )
+    math = Scale(
+        "math: Qwen3-4B, 256 x 8, 8,192 tokens, 64 GPUs; Qwen3-4B classifier, 8 GPUs",
+        {
+            # the longest response sets the pace: 8,192 decode steps x 10 ms (32 sequences
+            # per GPU: 8 GB of weights + ~9 GB of KV cache per step at ~2 TB/s), + 10 s
+            # refit and math-verify
+            "generation": 8_192 * 0.010 + 10,
+            **_policy_phases("Qwen/Qwen3-4B-Base", math_tokens, 4_296, 64),
+            # the reference's all 28 pairs x 256 groups, 4,096 tokens each, one call
+            "judge": judge_seconds_per_step(7_168, 4_096, math_judge_tps, 8, 0.5, 1),
+        },
+        [
+            f"tokens/step 2,048 x 4,296 = {math_tokens / 1e6:.1f} M (mean response 4,096 assumed)",
+            f"policy forward {TRAIN_MFU:.0%} MFU on 64 H100s; training = 3 x forward",
+            f"judge: 7,168 pairs x 4,096 tokens / ({math_judge_tps:,.0f} tok/s/GPU x 8) + 0.5 s",
+        ],
+    )
+    chat_tokens = 64 * 8 * (300 + 700)  # prompt ~300, response ~700 of the 1,024 cap (assumed)
+    chat_judge_tps = 200_000  # ModernBERT-base: FLOPs allow ~760k at 30% MFU; vLLM small-batch
+    chat = Scale(
+        "WildChat: Llama-3.1-8B, 64 x 8, 1,024 tokens, 8 GPUs; ModernBERT classifier, 8 GPUs",
+        {
+            # 1,024 decode steps x 12 ms (16 GB of weights per step) + 5 s reward model
+            # (Skywork 8B forward over 0.5 M tokens on 8 GPUs) + 3 s refit
+            "generation": 1_024 * 0.012 + 5 + 3,
+            **_policy_phases("meta-llama/Llama-3.1-8B-Instruct", chat_tokens, 1_000, 8),
+            "judge": judge_seconds_per_step(1_792, 1_400, chat_judge_tps, 8, 0.5, 1),
+        },
+        [
+            f"tokens/step 512 x 1,000 = {chat_tokens / 1e6:.2f} M (prompt 300 + response 700)",
+            f"policy forward {TRAIN_MFU:.0%} MFU on 8 H100s; training = 3 x forward",
+            f"judge: 1,792 pairs x 1,400 tokens / ({chat_judge_tps:,} tok/s/GPU x 8) + 0.5 s",
+        ],
+    )
+    return [math, chat]
+
+
+def _run(r: object, shrunk: Path, name: str, overlap: bool, model: Path) -> dict[str, float]:
+    """One recipe run of 2 steps; NeMo-RL's timers of step 2 in real seconds."""
+    from darling_nemo.rehearsal.run import logged_scalars, run_phase
+
+    cfg = load_config(
+        str(shrunk),
+        [
+            f"darling.overlap={str(overlap).lower()}",
+            "grpo.val_period=0",
+            "checkpointing.enabled=false",
+        ],
+    )
+    path = r.workdir / f"bench_{name}_{overlap}.yaml"  # type: ignore[attr-defined]
+    save_config(cfg, path)
+    run_phase(r, f"{name} overlap={overlap}", path, 2, r.workdir / f"bench_{name}_{overlap}.log")  # type: ignore[arg-type, attr-defined]
+    run_dir = sorted((r.workdir / "logs").glob("exp_*"))[-1]  # type: ignore[attr-defined]
+    scalars = logged_scalars(run_dir)
+    return {
+        k.removeprefix("timing/train/"): v[2]
+        for k, v in scalars.items()
+        if k.startswith("timing/train/") and 2 in v
+    }
+
+
+def run_bench(workdir: Path) -> list[tuple[str, str, dict[str, float]]]:
+    from darling_nemo.rehearsal.run import (
+        Rehearsal,
+        _free_port,
+        prepare,
+        start_judge_server,
+        start_ray,
+    )
+
+    model = workdir / "step_time_model.json"
+    os.environ[MODEL_ENV] = str(model)  # before Ray starts: its workers inherit it
+    model.write_text(json.dumps({"real_s_per_simulated_s": 1.0, "phases": {}}))
+    r = Rehearsal(REPO / "recipes" / "darling_math.py", CONFIG, [], "math", workdir)
+    rows = []
+    with ExitStack() as stack:
+        port = _free_port()
+        shrunk, cfg = prepare(r, f"http://127.0.0.1:{port}")
+        start_judge_server(r, stack, port, None)
+        start_ray(r, stack, cfg["cluster"]["gpus_per_node"] * cfg["cluster"]["num_nodes"])
+        for scale, key in zip(paper_scales(), ("math", "wildchat"), strict=True):
+            factor = REAL_S_PER_SIMULATED_S[key]
+            model.write_text(json.dumps({"real_s_per_simulated_s": factor, "phases": scale.phases}))
+            for overlap in (False, True):
+                started = time.monotonic()
+                timers = _run(r, shrunk, key, overlap, model)
+                simulated = {k: v / factor for k, v in timers.items()}
+                rows.append((scale.name, "overlap" if overlap else "sync", simulated))
+                print(
+                    f"  {key} overlap={overlap}: done in {time.monotonic() - started:.0f} s real",
+                    flush=True,
+                )
+    return rows
+
+
+def report(rows: list[tuple[str, str, dict[str, float]]]) -> str:
+    lines = [
+        "| scale | judge | step s | generation | log-probs | training | DARLING on the path (darling_judge) | other | overhead |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, mode, t in rows:
+        step, judge = t["total_step_time"], t.get("darling_judge", 0.0)
+        logprobs = t.get("policy_and_reference_logprobs", 0.0)
+        # In overlap mode the wait for the judge happens inside policy.train's timer.
+        training = t.get("policy_training", 0.0) - (judge if mode == "overlap" else 0.0)
+        generation = t.get("generation", 0.0)
+        other = step - judge - logprobs - training - generation
+        lines.append(
+            f"| {name.split(':')[0]} | {mode} | {step:.1f} | {generation:.1f} | {logprobs:.1f} | "
+            f"{training:.1f} | {judge:.1f} | {other:.1f} | {judge / (step - judge):.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
+    print("duration model (simulated seconds per step):")
+    for scale in paper_scales():
+        print(f"  {scale.name}")
+        for phase, seconds in scale.phases.items():
+            print(f"    {phase:<20} {seconds:7.1f}")
+        for note in scale.notes:
+            print(f"    - {note}")
+    print(f"time scale (real s per simulated s): {REAL_S_PER_SIMULATED_S}", flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="darling-step-time-", dir="/tmp"))
+    rows = run_bench(workdir)
+    print(report(rows))
+    print(f"(logs in {workdir}; overhead = darling_judge / (step - darling_judge))")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

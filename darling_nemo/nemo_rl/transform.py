@@ -1,0 +1,172 @@
+"""DARLING's reward transform over NeMo-RL's rollout batch: read, judge + core, write.
+
+Pure with respect to NeMo-RL (torch and the core only): adapter.py calls it from the
+scale_rewards hook, overlap.py runs its `compute` in the background.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
+from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
+from darling_nemo.rehearsal.pacing import paced
+from darling_nemo.schema import DarlingConfig
+
+QUALITY_KEY = "darling_quality"  # the environment reward, kept next to the DARLING reward
+DIVERSITY_KEY = "darling_diversity"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading NeMo-RL's rollout batch
+# ---------------------------------------------------------------------------------------------
+
+
+def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[int, ...], str]:
+    """(prompt token ids, response text) of one sample of a rollout batch.
+
+    The prompt is every message before the first assistant message (what the dataloader
+    produced); the response is the assistant messages' content joined without separator,
+    as NeMo-RL's MathEnvironment reads it. Environment observations are not response text.
+    """
+    first = next(
+        (k for k, m in enumerate(message_log) if m["role"] == "assistant"), len(message_log)
+    )
+    prompt = message_log[:first]
+    ids = torch.cat([torch.as_tensor(m["token_ids"]).reshape(-1) for m in prompt]) if prompt else []
+    response = "".join(str(m["content"]) for m in message_log[first:] if m["role"] == "assistant")
+    return tuple(int(t) for t in ids), response
+
+
+# ---------------------------------------------------------------------------------------------
+# The transform
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RolloutRows:
+    """The rollout batch as the transform reads it (copies: the batch may change after)."""
+
+    prompts: list[tuple[int, ...]]  # prompt token ids per row: the group key
+    responses: list[str]
+    rewards: torch.Tensor  # total_reward as read (after NeMo-RL's reward scaling)
+    kept: list[int]  # rows with loss_multiplier > 0: the partitioned rows
+
+
+@dataclass
+class DarlingOutcome:
+    reward: np.ndarray  # float64 [B]: DARLING reward per row (quality where not kept)
+    diversity: np.ndarray  # float64 [B]
+    result: DarlingBatch | None  # the core's result over the kept rows
+
+
+class DarlingRewardTransform:
+    """Rewrites a rollout batch's `total_reward` in place and accumulates step metrics.
+
+    `apply` may run several times per training step (dynamic sampling draws more batches);
+    `pop_metrics` summarises everything since the last call.
+    """
+
+    def __init__(self, darling: DarlingConfig, judge: PairJudge | None) -> None:
+        self.darling = darling
+        self.settings = darling.settings()
+        self.judge = TimedJudge(judge) if judge is not None else None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._batches: list[tuple[DarlingBatch, list[tuple[int, ...]]]] = []
+        self._seconds = 0.0
+        self._judge_before = judge_usage(self.judge)
+
+    def apply(self, batch: Any) -> DarlingBatch | None:
+        """batch: NeMo-RL's BatchedDataDict (or any mapping) after rewards are computed.
+
+        Reads `message_log` (list of message dicts with role, content, token_ids),
+        `total_reward` (float tensor [B]) and `loss_multiplier` ([B], optional); writes
+        `total_reward` (DARLING reward, same dtype), `darling_quality` (the reward it read) and
+        `darling_diversity` (tensors [B]). Rows with loss_multiplier 0 (prompts NeMo-RL's
+        processors cut for being too long: they all share one 4-token "prompt") are left
+        out of the partition: no judge call, no effect on anyone's diversity; they count as
+        singletons (diversity 1, reward = quality) and NeMo-RL masks them out of the loss.
+        Returns the core's result over the partitioned rows (None when there are none).
+
+        The three steps are public so that `overlap.OverlappedDarling` runs the same code
+        with `compute` (the judge) in the background: read, compute, write.
+        """
+        rows = self.read(batch)
+        outcome = self.compute(rows)
+        self.write(batch, rows, outcome)
+        return outcome.result
+
+    def read(self, batch: Any) -> RolloutRows:
+        """What the transform needs from the rollout batch, copied out of it."""
+        start = time.perf_counter()
+        rewards = batch["total_reward"]
+        if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
+            raise ValueError("repeated_batch['total_reward'] must be a 1-D tensor")
+        logs = batch["message_log"]
+        if len(logs) != rewards.numel():
+            raise ValueError(f"{len(logs)} message logs but {rewards.numel()} rewards")
+        prompts, responses = zip(*(prompt_and_response(log) for log in logs), strict=True)
+        multiplier = batch.get("loss_multiplier")
+        rows = RolloutRows(
+            prompts=list(prompts),
+            responses=list(responses),
+            rewards=rewards.detach().clone(),
+            kept=[
+                row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0
+            ],
+        )
+        self._seconds += time.perf_counter() - start
+        return rows
+
+    @paced("judge")  # the CPU rehearsal's duration model (bench.step_time); no-op otherwise
+    def compute(self, rows: RolloutRows) -> DarlingOutcome:
+        """The judge and the core over the kept rows (the only step that takes time)."""
+        start = time.perf_counter()
+        quality = rows.rewards.to(torch.float64).cpu().numpy()
+        reward, diversity = quality.copy(), np.ones_like(quality)
+        result = None
+        if rows.kept:
+            kept_prompts = [rows.prompts[row] for row in rows.kept]
+            result = darling_batch(
+                [rows.responses[row] for row in rows.kept],
+                quality[rows.kept],
+                kept_prompts,
+                self.judge,
+                self.settings,
+            )
+            reward[rows.kept], diversity[rows.kept] = result.reward, result.diversity
+            self._batches.append((result, kept_prompts))
+        self._seconds += time.perf_counter() - start
+        return DarlingOutcome(reward=reward, diversity=diversity, result=result)
+
+    def write(self, batch: Any, rows: RolloutRows, outcome: DarlingOutcome) -> None:
+        """The DARLING reward into `total_reward`, quality and diversity next to it."""
+        rewards = rows.rewards
+        batch[QUALITY_KEY] = rewards.clone()
+        batch[DIVERSITY_KEY] = torch.as_tensor(outcome.diversity, dtype=rewards.dtype)
+        batch["total_reward"] = torch.as_tensor(outcome.reward, dtype=rewards.dtype).to(
+            rewards.device
+        )
+
+    def pop_metrics(self) -> dict[str, float]:
+        """`metrics.darling_step_metrics` of the batches since the last call (the names the
+        TRL engine logs too; advantage_abs_mean is DARLING's advantage, the one NeMo-RL
+        trains on when the config is consistent), then reset; empty if apply never ran."""
+        if not self._batches:
+            return {}
+        out = darling_step_metrics(
+            self._batches,
+            semantic=self.settings.diversity == "semantic",
+            seconds=self._seconds,
+            judge=usage_since(self._judge_before, judge_usage(self.judge)),
+        )
+        self._reset()
+        return out
