@@ -65,7 +65,7 @@ def check_config(task: Task, cfg: dict) -> None:
     """Every key of the file and of the overrides, before anything starts (ConfigError)."""
     engine = cfg.get("engine")
     if engine == "trl":
-        from darling_nemo.trl_engine import validate_trl_config
+        from darling_nemo.trl import validate_trl_config
 
         validate_trl_config(cfg)
     elif engine == "nemo_rl":
@@ -135,7 +135,7 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
 
     # 3. Single machine: the TRL engine.
     if cfg["engine"] == "trl":
-        from darling_nemo.trl_engine import run
+        from darling_nemo.trl import run
 
         try:
             print(run(cfg))

@@ -445,7 +445,7 @@ class ScriptedSampler:
     """
 
     def __init__(self, script: dict[str, tuple[str, str, list[int]]]) -> None:
-        from darling_nemo.mini.policy import char_tokenizer
+        from darling_nemo.trl.policy import char_tokenizer
 
         self.tokenizer = char_tokenizer()
         self.script = script  # question -> (right answer, wrong answer, right sample indices)

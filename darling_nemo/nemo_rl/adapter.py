@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
+from darling_nemo.core import DarlingBatch, Diversity, PairJudge, darling_batch
 from darling_nemo.judges import make_judge
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
 from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
@@ -155,7 +155,7 @@ class DarlingRewardTransform:
             return {}
         out = darling_step_metrics(
             self._batches,
-            semantic=self.settings.diversity == "semantic",
+            semantic=self.settings.diversity == Diversity.SEMANTIC,
             seconds=self._seconds,
             judge=usage_since(self._judge_before, judge_usage(self.judge)),
         )
