@@ -36,7 +36,7 @@ from darling_nemo.mini.report import (
 )
 from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
-from darling_nemo.resume import changed_settings
+from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.schema import ConfigError, MiniConfig, validate_section
 from darling_nemo.trl.policy import tiny_llama, word_tokenizer
 from darling_nemo.trl.run import check_resume_config, run
@@ -95,9 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
         warm_dir = out / f"seed-{seed}" / "warm_start"
         if not (warm_dir / "config.json").is_file():
             warm_dir.mkdir(parents=True, exist_ok=True)
-            (warm_dir / WARM_START_SETTINGS).write_text(
-                json.dumps(warm_start_settings(seed), indent=2) + "\n"
-            )
+            write_json(warm_dir / WARM_START_SETTINGS, warm_start_settings(seed))
             tokenizer = word_tokenizer(task.vocabulary())
             torch.manual_seed(seed)
             model = tiny_llama(

@@ -58,6 +58,7 @@ from darling_nemo.judges.pairdata import (  # noqa: E402
     split_pairs,
 )
 from darling_nemo.judges.templates import PairFormatter  # noqa: E402
+from darling_nemo.resume import changed_settings, write_json  # noqa: E402
 from darling_nemo.schema import (  # noqa: E402
     ClassifierTrainConfig,
     ConfigError,
@@ -146,16 +147,6 @@ RESUMABLE_CHANGES = {
 }  # fmt: skip
 
 
-def config_changes(saved: dict, cfg: ClassifierTrainConfig) -> list[str]:
-    """`key: saved -> now` for each training setting that differs from the checkpoint's."""
-    now = cfg.model_dump(mode="json")
-    return [
-        f"{key}: {saved.get(key)!r} -> {now[key]!r}"
-        for key in now
-        if key not in RESUMABLE_CHANGES and saved.get(key) != now[key]
-    ]
-
-
 def contrastive_loss(cos: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
     """Per pair: similar pairs pulled to cosine 1, different ones pushed below `margin`."""
     labels = labels.float()
@@ -182,14 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     state = {}
     if resuming:
         state = torch.load(last / "training_state.pt", weights_only=False, map_location="cpu")
-        changed = config_changes(state["config"], cfg)
+        changed = changed_settings(state["config"], cfg.model_dump(mode="json"), RESUMABLE_CHANGES)
         if changed:
             raise ConfigError(
                 f"{last} was trained with other settings:\n  "
                 + "\n  ".join(changed)
                 + "\nuse the same settings, another output_dir, or resume=false"
             )
-    (out_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
+    write_json(out_dir / "train_config.json", cfg.model_dump(mode="json"))
 
     # -- 2. the held-out split --------------------------------------------------------------
     (out_dir / "split.json").write_text(
