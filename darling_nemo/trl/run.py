@@ -73,6 +73,31 @@ def upstream_deprecations_silenced() -> Iterator[None]:
         yield
 
 
+# trainer: keys TRL's GRPOConfig takes under the same name, and those it names otherwise.
+TRAINER_KEYS_AS_IS = (
+    "max_steps",
+    "learning_rate",
+    "warmup_steps",
+    "weight_decay",
+    "max_grad_norm",
+    "temperature",
+    "top_p",
+    "max_completion_length",
+    "loss_type",
+    "save_steps",
+    "save_total_limit",
+    "logging_steps",
+)
+TRAINER_KEYS_RENAMED = {  # GRPOConfig's name: ours
+    "num_generations": "group_size",
+    "steps_per_generation": "updates_per_rollout",
+    "lr_scheduler_type": "lr_scheduler",
+    "epsilon": "clip_low",
+    "epsilon_high": "clip_high",
+    "beta": "kl_coef",
+}
+
+
 def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
     """TRL's GRPOConfig for a validated run config (scale_rewards='none': see module doc)."""
     import torch
@@ -92,33 +117,17 @@ def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
     )
     return GRPOConfig(
         **{checkpointing: True},
+        **{name: getattr(t, name) for name in TRAINER_KEYS_AS_IS},
+        **{theirs: getattr(t, ours) for theirs, ours in TRAINER_KEYS_RENAMED.items()},
         output_dir=str(output_dir),
         seed=cfg.seed,
         data_seed=cfg.seed,
-        max_steps=t.max_steps,
         per_device_train_batch_size=rollout // t.updates_per_rollout,
-        steps_per_generation=t.updates_per_rollout,
         gradient_accumulation_steps=1,
-        num_generations=t.group_size,
-        learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler,
-        warmup_steps=t.warmup_steps,
-        weight_decay=t.weight_decay,
-        max_grad_norm=t.max_grad_norm,
-        temperature=t.temperature,
-        top_p=t.top_p,
-        max_completion_length=t.max_completion_length,
-        loss_type=t.loss_type,
-        epsilon=t.clip_low,
-        epsilon_high=t.clip_high,
-        beta=t.kl_coef,
         scale_rewards="none",
         bf16=use_bf16,
         use_cpu=not torch.cuda.is_available(),
         save_strategy="steps",
-        save_steps=t.save_steps,
-        save_total_limit=t.save_total_limit,
-        logging_steps=t.logging_steps,
         report_to=list(cfg.logging.report_to),
         run_name=output_dir.name,
         disable_tqdm=not cfg.logging.progress_bar,
@@ -240,11 +249,11 @@ def check_resume_config(run_cfg: TrlRunConfig) -> None:
         return
     saved = yaml.safe_load(saved_path.read_text()) or {}
     new = run_cfg.model_dump(mode="json")
-    ignore = list(RESUME_MAY_CHANGE)
+    may_change = list(RESUME_MAY_CHANGE)
     constant_lr = run_cfg.trainer.lr_scheduler == "constant"
     if constant_lr and saved.get("trainer", {}).get("lr_scheduler") == "constant":
-        ignore.append("trainer.max_steps")
-    changes = changed_settings(saved, new, ignore)
+        may_change.append("trainer.max_steps")
+    changes = changed_settings(saved, new, may_change)
     if changes:
         hint = (
             "\n(trainer.max_steps may change only with trainer.lr_scheduler: constant)"
