@@ -18,6 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from darling_nemo.classifier_training.modes import contrastive_loss
 from darling_nemo.config import load_config
 from darling_nemo.judges import make_judge
 from darling_nemo.judges.pairdata import accuracy, calibrate_threshold, load_pairs
@@ -74,7 +75,7 @@ def test_shipped_configs_validate():
 
 
 def test_contrastive_loss_by_hand():
-    loss = load_recipe().contrastive_loss
+    loss = contrastive_loss
     cos = torch.tensor([1.0, 0.5, 0.8, 0.3])
     labels = torch.tensor([1, 1, 0, 0])
     # similar: (1 - 1)^2 = 0, (1 - 0.5)^2 = 0.25; different, margin 0.5:
