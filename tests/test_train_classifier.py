@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
+import helpers
 import numpy as np
 import pytest
 import torch
@@ -37,13 +36,8 @@ def load_recipe():
 
 
 def run_recipe(*overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(RECIPE), "--config", str(REPO / "conf/classifier/minilm_noveltybench.yaml"), *overrides],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+    config = str(REPO / "conf/classifier/minilm_noveltybench.yaml")
+    return helpers.run_recipe("train_classifier.py", "--config", config, *overrides, check=False)
 
 
 @pytest.fixture(scope="module")
