@@ -44,17 +44,23 @@ def contrastive_loss(cos: torch.Tensor, labels: torch.Tensor, margin: float) -> 
 
 
 class PairTraining(ABC):
-    """What the recipe needs of a mode; a subclass builds `model` (seeded by the caller),
-    sets `max_length` and `inputs`, then hands its training examples to `__init__`."""
+    """What the recipe needs of a mode. A subclass's `load` builds `model` (seeded by the
+    caller), sets `max_length` and `inputs`, and returns its training examples."""
 
     model: torch.nn.Module
     max_length: int  # tokens a model input is cut to
     inputs: str  # how a pair reaches the model, for the log
 
-    def __init__(self, cfg: ClassifierTrainConfig, device: torch.device, examples: list[Example]):
+    def __init__(
+        self,
+        cfg: ClassifierTrainConfig,
+        source: str,
+        device: torch.device,
+        train: list[LabelledPair],
+    ):
         self.cfg = cfg
         self.device = device
-        self.oriented = examples
+        self.oriented = examples = self.load(source, train)
         self.labels = torch.tensor([y for _, y in examples])
         counts = torch.bincount(self.labels, minlength=2).float()
         weight = (counts.sum() / (2 * counts)) if cfg.class_weighting else torch.ones(2)
@@ -63,6 +69,10 @@ class PairTraining(ABC):
     @property
     def examples(self) -> int:
         return len(self.oriented)
+
+    @abstractmethod
+    def load(self, source: str, train: list[LabelledPair]) -> list[Example]:
+        """Build the model from `source` onto `self.device`; the training examples."""
 
     @abstractmethod
     def save(self, path: str) -> None:
@@ -86,14 +96,10 @@ class PairTraining(ABC):
 class CrossEncoderTraining(PairTraining):
     """mode cross_encoder (module docstring); trains on both orders when `both_orders`."""
 
-    def __init__(
-        self,
-        cfg: ClassifierTrainConfig,
-        source: str,
-        device: torch.device,
-        train: list[LabelledPair],
-    ):
+    def load(self, source: str, train: list[LabelledPair]) -> list[Example]:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        cfg = self.cfg
 
         self.tokenizer = AutoTokenizer.from_pretrained(source)
         self.model = AutoModelForSequenceClassification.from_pretrained(
@@ -106,7 +112,7 @@ class CrossEncoderTraining(PairTraining):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if self.model.config.pad_token_id is None:
             self.model.config.pad_token_id = self.tokenizer.pad_token_id
-        self.model.to(device)
+        self.model.to(self.device)
         self.formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, self.tokenizer)
         self.max_length = self.formatter.max_length
         self.inputs = f"{cfg.template} template, {cfg.truncation} truncation"
@@ -114,7 +120,7 @@ class CrossEncoderTraining(PairTraining):
         if cfg.both_orders:
             oriented += [((p.b, p.a), p.label) for p in train]
         self.train_ids = self.encode([x for x, _ in oriented])
-        super().__init__(cfg, device, oriented)
+        return oriented
 
     def encode(self, pairs: list[tuple[str, str]]) -> list[list[int]]:
         texts = [self.formatter.text(a, b) for a, b in pairs]
@@ -175,21 +181,15 @@ class CrossEncoderTraining(PairTraining):
 class BiEncoderTraining(PairTraining):
     """mode bi_encoder (module docstring); cos(a, b) = cos(b, a): one order is both orders."""
 
-    def __init__(
-        self,
-        cfg: ClassifierTrainConfig,
-        source: str,
-        device: torch.device,
-        train: list[LabelledPair],
-    ):
+    def load(self, source: str, train: list[LabelledPair]) -> list[Example]:
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(source, device=str(device))
-        if cfg.max_length:
-            self.model.max_seq_length = cfg.max_length
+        self.model = SentenceTransformer(source, device=str(self.device))
+        if self.cfg.max_length:
+            self.model.max_seq_length = self.cfg.max_length
         self.max_length = self.model.max_seq_length
         self.inputs = "each text embedded alone"
-        super().__init__(cfg, device, [((p.a, p.b), p.label) for p in train])
+        return [((p.a, p.b), p.label) for p in train]
 
     def save(self, path: str) -> None:
         self.model.save(path)
@@ -234,7 +234,7 @@ class BiEncoderTraining(PairTraining):
         return {"kind": "embedding", "model": str(out_dir), "threshold": threshold}
 
 
-MODES: dict[str, type[CrossEncoderTraining] | type[BiEncoderTraining]] = {
+MODES: dict[str, type[PairTraining]] = {
     "cross_encoder": CrossEncoderTraining,
     "bi_encoder": BiEncoderTraining,
 }
