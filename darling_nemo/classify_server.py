@@ -224,8 +224,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=8000, help="0: any free port")
     p.add_argument("--served-model-name", default=None, help="default: the model argument")
     dtypes = choices(CrossEncoderJudgeConfig.model_fields["dtype"].annotation)
-    p.add_argument("--dtype", default="auto", choices=dtypes)
-    p.add_argument("--device", default="auto", help="auto: cuda if available, else cpu")
+    defaults = CrossEncoderJudgeConfig()  # the in-process judge's: one default, in the schema
+    p.add_argument("--dtype", default=defaults.dtype, choices=dtypes)
+    p.add_argument("--device", default=defaults.device, help="auto: cuda if available, else cpu")
     p.add_argument("--max-model-len", type=int, default=None, help="default: the model's")
     p.add_argument("--max-batch-size", type=int, default=32, help="texts per forward pass")
     p.add_argument(

@@ -344,3 +344,25 @@ def config_parser(doc: str, *, config_required: bool = True) -> argparse.Argumen
         help="override key.path=value (strict: a key of the file or of its schema)",
     )
     return parser
+
+
+def parse_config(
+    doc: str,
+    argv: Sequence[str] | None,
+    schema: type[Model],
+    *,
+    config_required: bool = True,
+    save: bool = False,
+) -> Model:
+    """A recipe's command line (`config_parser`: `--config FILE` and `KEY=VALUE` overrides)
+    validated against `schema`; with `save`, the resolved config is written to
+    `<output_dir>/config.yaml` beside the run's outputs. Errors are ConfigErrors (see
+    `exits_on_config_error`).
+
+        cfg = parse_config(__doc__, argv, MathEvalConfig, save=True)
+    """
+    args = config_parser(doc, config_required=config_required).parse_args(argv)
+    cfg, raw = load_validated(args.config, args.overrides, schema)
+    if save:
+        save_config(raw, Path(cfg.output_dir) / "config.yaml")
+    return cfg

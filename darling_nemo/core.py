@@ -45,6 +45,18 @@ class Baseline(StrEnum):
     LEAVE_ONE_OUT = "leave_one_out"
 
 
+class Diversity(StrEnum):
+    SEMANTIC = "semantic"  # the paper: classes of a learned partition (judge + lexical rules)
+    NGRAM = "ngram"  # the reference ablation "quality x 4-gram": lexical diversity, no judge
+
+
+class JudgeRounds(StrEnum):
+    # Same classes either way. WAVES: pairs already joined are never judged (fewer pairs, up
+    # to n-1 judge calls per step); ONE: every pair in one call, as the reference.
+    WAVES = "waves"
+    ONE = "one"
+
+
 class PartitionScope(StrEnum):
     ALL = "all"  # reference default: diversity over every rollout, correct or not
     CORRECT = "correct"  # only responses with quality > 0 are partitioned; others get the floor
@@ -411,7 +423,7 @@ class DarlingSettings:
     """The algorithm's knobs as plain values. No defaults here: `schema.DarlingConfig`
     holds them (the reference's) and builds this with `.settings()`."""
 
-    diversity: str  # "semantic" (partition) or "ngram" (lexical ablation)
+    diversity: Diversity
     ngram: int
     floor: float
     partition_scope: PartitionScope
@@ -421,7 +433,7 @@ class DarlingSettings:
     normalize_std: bool
     std_epsilon: float
     threshold: float
-    judge_rounds: str  # "waves" (partition_groups) or "one" (partition_groups_in_one_call)
+    judge_rounds: JudgeRounds  # WAVES: partition_groups; ONE: partition_groups_in_one_call
 
 
 @dataclass(frozen=True)
@@ -469,12 +481,12 @@ def darling_batch(
     num_classes: list[int] = []
     pairs_judged: list[int] = []
 
-    if settings.diversity == "ngram":
+    if settings.diversity == Diversity.NGRAM:
         for rows in groups:
             diversity[rows] = ngram_diversity([responses[i] for i in rows], n=settings.ngram)
             num_classes.append(0)
             pairs_judged.append(0)
-    elif settings.diversity == "semantic":
+    elif settings.diversity == Diversity.SEMANTIC:
         scoped = [
             rows
             if settings.partition_scope is PartitionScope.ALL
@@ -482,7 +494,9 @@ def darling_batch(
             for rows in groups
         ]
         partition = (
-            partition_groups if settings.judge_rounds == "waves" else partition_groups_in_one_call
+            partition_groups
+            if settings.judge_rounds == JudgeRounds.WAVES
+            else partition_groups_in_one_call
         )
         parts = partition(
             [[responses[i] for i in rows] for rows in scoped], judge, settings.threshold

@@ -32,6 +32,7 @@ from typing import Any
 
 from darling_nemo.config import command_parser, exits_on_config_error
 from darling_nemo.jsonl import read_json, read_jsonl_numbered
+from darling_nemo.resume import write_text_atomically
 
 PROBLEM_KEYS = ("problem", "question", "prompt", "input")
 ANSWER_KEYS = ("expected_answer", "answer", "final_answer", "output")
@@ -193,13 +194,7 @@ def drop_long_prompts(
 
 
 def write_jsonl(rows: list[dict[str, str]], out: str | Path) -> None:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    with tmp.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(out)
+    write_text_atomically(out, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from darling_nemo.config import load_config, save_config
-from darling_nemo.schema import ConfigError
+from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 # The NeMo-RL keys this package knows: a nemo_rl config may only use keys found here.
@@ -61,23 +61,29 @@ def choose_config(task: Task) -> str:
     return chosen
 
 
-def check_config(task: Task, cfg: dict) -> None:
-    """Every key of the file and of the overrides, before anything starts (ConfigError)."""
+def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
+    """Every key of the file and of the overrides, before anything starts (ConfigError).
+
+    The one validation of the run: the TRL engine's whole config, or NeMo-RL's `darling:`
+    section with its consistency rules (NeMo-RL reads the rest itself); the engine then
+    takes the validated config as it is.
+    """
     engine = cfg.get("engine")
     if engine == "trl":
-        from darling_nemo.trl_engine import validate_trl_config
+        from darling_nemo.trl import validate_trl_config
 
-        validate_trl_config(cfg)
+        return validate_trl_config(cfg)
     elif engine == "nemo_rl":
         from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 
-        validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
+        darling = validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
         if cfg["env"]["reward_model"]["enabled"] != task.needs_reward_model:
             other = "darling_wildchat.py" if not task.needs_reward_model else "darling_math.py"
             raise ConfigError(
                 f"env.reward_model.enabled={str(not task.needs_reward_model).lower()}: "
                 f"this config is for recipes/{other}"
             )
+        return darling
     else:
         raise ConfigError(f"engine: must be nemo_rl or trl, got {engine!r}")
 
@@ -113,7 +119,7 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
     config_path = args.config or choose_config(task)
     try:
         cfg = load_config(config_path, args.overrides)
-        check_config(task, cfg)
+        checked = check_config(task, cfg)
     except ConfigError as err:
         print(f"{config_path}: {err}", file=sys.stderr)
         if args.rehearse:  # a rehearsal always ends with its verdict line
@@ -134,11 +140,11 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
         return 0
 
     # 3. Single machine: the TRL engine.
-    if cfg["engine"] == "trl":
-        from darling_nemo.trl_engine import run
+    if isinstance(checked, TrlRunConfig):
+        from darling_nemo.trl import run
 
         try:
-            print(run(cfg))
+            print(run(checked))
         except ConfigError as err:  # what only the run can see (a data file, a model path)
             print(f"{config_path}: {err}", file=sys.stderr)
             return CONFIG_ERROR
@@ -151,7 +157,7 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
     from darling_nemo.judges import JudgeError
 
     try:  # served judge probed, numbered log dir, Ray, tokenizer, generation config
-        cfg, tokenizer = nemo.start(cfg)
+        cfg, tokenizer = nemo.start(cfg, checked)
     except JudgeError as err:
         print(f"{config_path}: {err}", file=sys.stderr)
         return 1
@@ -162,7 +168,7 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
 
     # 6. NeMo-RL setup() + grpo_train(), DARLING reward after every rollout.
     try:
-        nemo.train(cfg, tokenizer, data)
+        nemo.train(cfg, tokenizer, data, checked)
     except nemo.DriverFailed as failed:
         print(failed, file=sys.stderr, flush=True)
         return 1

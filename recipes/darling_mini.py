@@ -27,7 +27,6 @@ import torch
 
 from darling_nemo.config import load_config, save_config
 from darling_nemo.mini.plots import figure_title, plot_curves, plot_pass_at_k
-from darling_nemo.mini.policy import tiny_llama, word_tokenizer
 from darling_nemo.mini.report import (
     WARM_START_ROW,
     arm_summary,
@@ -38,15 +37,11 @@ from darling_nemo.mini.report import (
 from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
 from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
+from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.schema import ConfigError, MiniConfig, validate_section
-from darling_nemo.trl_engine import (
-    changed_settings,
-    check_resume_config,
-    digit_sum_targets,
-    digit_sum_task,
-    run,
-    validate_run_config,
-)
+from darling_nemo.trl.policy import tiny_llama, word_tokenizer
+from darling_nemo.trl.run import check_resume_config, run
+from darling_nemo.trl.tasks import digit_sum_targets, digit_sum_task
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "mini" / "default.yaml"
 WARM_START_SETTINGS = "warm_start_settings.json"  # what a warm start was made with
@@ -77,10 +72,6 @@ def main(argv: list[str] | None = None) -> dict:
     task = digit_sum_task(cfg.task)
     split = digit_sum_targets(cfg.task)
     targets = split["train"] + split["heldout"]
-    # cpu_kernels is a warm-start setting (below): changing it is refused there, before any arm.
-    shared = cfg.model_dump(
-        mode="json", exclude={"arms", "warm_start", "policy", "seeds", "cpu_kernels"}
-    )
     max_positions = len(prompt_text(0).split()) + cfg.trainer.max_completion_length
 
     def warm_start_settings(seed: int) -> dict:
@@ -91,29 +82,13 @@ def main(argv: list[str] | None = None) -> dict:
             **cfg.model_dump(mode="json", include={"policy", "task", "warm_start", "cpu_kernels"}),
         }
 
-    def arm_config(seed: int, name: str) -> dict:
-        """The TRL run of one arm: the shared settings, this seed, this arm's darling: section."""
-        return {
-            **shared,
-            "engine": "trl",
-            "seed": seed,
-            "output_dir": str(out / f"seed-{seed}" / name),
-            "resume": True,
-            "policy": {
-                "kind": "pretrained",
-                "name_or_path": str(out / f"seed-{seed}" / "warm_start"),
-                "dtype": "float32",
-            },
-            "darling": cfg.arms[name].model_dump(mode="json"),
-        }
-
     # 2. Reuse only what was made with these settings: a warm start or arm made with other
     # settings is refused (naming the keys) before anything trains, never mixed in.
     try:
         for seed in cfg.seeds:
             check_warm_start(out / f"seed-{seed}" / "warm_start", warm_start_settings(seed))
             for name in cfg.arms:
-                check_resume_config(validate_run_config(arm_config(seed, name)))
+                check_resume_config(cfg.arm_run(seed, name))
     except ConfigError as err:
         sys.exit(f"{args.config}: {err}")
     out.mkdir(parents=True, exist_ok=True)
@@ -126,9 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
         warm_dir = out / f"seed-{seed}" / "warm_start"
         if not (warm_dir / "config.json").is_file():
             warm_dir.mkdir(parents=True, exist_ok=True)
-            (warm_dir / WARM_START_SETTINGS).write_text(
-                json.dumps(warm_start_settings(seed), indent=2) + "\n"
-            )
+            write_json(warm_dir / WARM_START_SETTINGS, warm_start_settings(seed))
             tokenizer = word_tokenizer(task.vocabulary())
             torch.manual_seed(seed)
             model = tiny_llama(
@@ -159,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict:
         for name in cfg.arms:
             run_dir = out / f"seed-{seed}" / name
             print(f"\n=== seed {seed}, arm {name!r} -> {run_dir}", flush=True)
-            run(arm_config(seed, name))
+            run(cfg.arm_run(seed, name))
             per_arm[name][seed] = arm_summary(run_dir, cfg.evaluation.pass_at_k)
         first_run = out / f"seed-{seed}" / next(iter(cfg.arms)) / "eval_history.jsonl"
         warm[seed] = json.loads(first_run.read_text().splitlines()[0])  # step 0 = the warm start

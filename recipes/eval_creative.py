@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from darling_nemo.config import config_parser, exits_on_config_error, load_validated, save_config
+from darling_nemo.config import exits_on_config_error, parse_config
 from darling_nemo.evals.creative import run_creative
 from darling_nemo.evals.plots import markdown_table
 from darling_nemo.evals.schema import CreativeEvalConfig
@@ -24,11 +24,8 @@ from darling_nemo.evals.schema import CreativeEvalConfig
 
 @exits_on_config_error("eval_creative")
 def main(argv: list[str] | None = None) -> int:
-    args = config_parser(__doc__).parse_args(argv)
-
-    # 1. Config.
-    cfg, raw = load_validated(args.config, args.overrides, CreativeEvalConfig)
-    save_config(raw, f"{cfg.output_dir}/config.yaml")
+    # 1. Config, validated and saved as output_dir/config.yaml.
+    cfg = parse_config(__doc__, argv, CreativeEvalConfig, save=True)
 
     # 2. Generate, judge with the rubric, compare pairwise if asked (each step resumes).
     summary = run_creative(cfg)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from darling_nemo.config import config_parser, exits_on_config_error, load_validated, save_config
+from darling_nemo.config import exits_on_config_error, parse_config
 from darling_nemo.evals.math import run_math_eval
 from darling_nemo.evals.plots import markdown_table
 from darling_nemo.evals.schema import MathEvalConfig
@@ -21,11 +21,9 @@ from darling_nemo.evals.schema import MathEvalConfig
 
 @exits_on_config_error("eval_math")
 def main(argv: list[str] | None = None) -> int:
-    args = config_parser(__doc__).parse_args(argv)
-
-    # 1. Config: file + defaults chain + overrides, validated (all errors at once).
-    cfg, raw = load_validated(args.config, args.overrides, MathEvalConfig)
-    save_config(raw, f"{cfg.output_dir}/config.yaml")
+    # 1. Config: file + defaults chain + overrides, validated (all errors at once), saved
+    #    as output_dir/config.yaml.
+    cfg = parse_config(__doc__, argv, MathEvalConfig, save=True)
 
     # 2. Sample the pending problems, grade each as it finishes, write the summary.
     summary = run_math_eval(cfg)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from darling_nemo.config import config_parser, exits_on_config_error, load_validated, save_config
+from darling_nemo.config import exits_on_config_error, parse_config
 from darling_nemo.evals.noveltybench import run_noveltybench
 from darling_nemo.evals.plots import markdown_table
 from darling_nemo.evals.schema import NoveltyBenchConfig
@@ -21,11 +21,8 @@ from darling_nemo.evals.schema import NoveltyBenchConfig
 
 @exits_on_config_error("eval_noveltybench")
 def main(argv: list[str] | None = None) -> int:
-    args = config_parser(__doc__).parse_args(argv)
-
-    # 1. Config.
-    cfg, raw = load_validated(args.config, args.overrides, NoveltyBenchConfig)
-    save_config(raw, f"{cfg.output_dir}/config.yaml")
+    # 1. Config, validated and saved as output_dir/config.yaml.
+    cfg = parse_config(__doc__, argv, NoveltyBenchConfig, save=True)
 
     # 2. Generate, partition, rate (each stage skips what is already on disk).
     summary = run_noveltybench(cfg)

@@ -35,9 +35,7 @@ from darling_nemo.schema import validate_darling
 STARTUP_TIMEOUT_S = 180
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.usefixtures("offline")
 
 
 def start_server(model: str, name: str) -> subprocess.Popen:

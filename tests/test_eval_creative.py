@@ -7,15 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
-import runpy
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import run_recipe
 
 from darling_nemo.evals.creative import (
     ReplyParseError,
@@ -28,12 +25,6 @@ from darling_nemo.evals.creative import (
 from darling_nemo.evals.schema import EndpointConfig, RubricConfig
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = {
-    **os.environ,
-    "HF_HUB_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "OMP_NUM_THREADS": "1",
-}
 RUBRIC = RubricConfig(
     criteria=["Originality", "Coherence", "Clichés"], negative_criteria=["Clichés"]
 )
@@ -259,32 +250,6 @@ def test_client_retries_and_counts_against_a_real_server(judge_server):
 # ----------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    from darling_nemo.evals.tiny import build_tiny_models
-
-    return build_tiny_models(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture
-def run_here(monkeypatch, capsys):
-    """The recipe in this interpreter (one torch thread, no second import): its stdout."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(REPO)
-
-    def run(*args: str) -> str:
-        monkeypatch.setattr(sys, "argv", ["eval_creative.py", *args])
-        runpy.run_path(str(REPO / "recipes/eval_creative.py"), run_name="__main__")
-        return capsys.readouterr().out
-
-    yield run
-    torch.set_num_threads(threads)
-
-
 def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
@@ -318,21 +283,7 @@ def test_creative_recipe_end_to_end_resume_and_elo(tiny_models, tmp_path, judge_
         f"+pairwise.criteria={json.dumps(VERDICT_CRITERIA)}",
     ]
     run_a = tmp_path / "runA"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "recipes/eval_creative.py"),
-            *common,
-            f"output_dir={run_a}",
-            "run_name=runA",
-        ],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_recipe("eval_creative.py", *common, f"output_dir={run_a}", "run_name=runA")
     assert "2 pieces failed to be judged" in proc.stdout
 
     judged = _lines(run_a / "judgements.jsonl")
@@ -351,7 +302,7 @@ def test_creative_recipe_end_to_end_resume_and_elo(tiny_models, tmp_path, judge_
 
     # Resume: only the failed pieces are asked again (3 attempts each), the rest is kept.
     before = sum(judge_server.tags.values())
-    out = run_here(*common, f"output_dir={run_a}", "run_name=runA")
+    out = run_here("eval_creative.py", *common, f"output_dir={run_a}", "run_name=runA")
     assert "3 of 3 prompts already generated" in out and "2 pieces to judge" in out
     assert sum(judge_server.tags.values()) - before == 2 * 3
     assert len(_lines(run_a / "judgements.jsonl")) == 8  # 2 superseding failed records
@@ -359,6 +310,7 @@ def test_creative_recipe_end_to_end_resume_and_elo(tiny_models, tmp_path, judge_
     # A second run (another seed) compared pairwise with runA, both orders -> Elo.
     run_b = tmp_path / "runB"
     out = run_here(
+        "eval_creative.py",
         *common,
         f"output_dir={run_b}",
         "run_name=runB",

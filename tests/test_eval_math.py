@@ -4,13 +4,11 @@ end to end on a tiny random Llama (generate -> grade -> summary -> resume)."""
 from __future__ import annotations
 
 import json
-import os
-import runpy
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import RECIPE_ENV, run_recipe
 
 from darling_nemo.config import load_config
 from darling_nemo.evals.math import (
@@ -26,14 +24,6 @@ from darling_nemo.schema import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = RESOURCES_DIR / "math_eval"
-# One torch thread: on a small shared CI machine, thread oversubscription makes a tiny
-# model's generate() hundreds of times slower.
-ENV = {
-    **os.environ,
-    "HF_HUB_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "OMP_NUM_THREADS": "1",
-}
 
 # ----------------------------------------------------------------------------- grading
 
@@ -209,48 +199,8 @@ def test_summary_hand_values():
 # ----------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    from darling_nemo.evals.tiny import build_tiny_models
-
-    return build_tiny_models(tmp_path_factory.mktemp("tiny"))
-
-
-def run_recipe(script: str, *args: str) -> subprocess.CompletedProcess:
-    """The recipe as a user runs it: a fresh interpreter, from the repository root."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "recipes" / script), *args],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def run_recipe_here(script: str, *args: str, monkeypatch, capsys) -> str:
-    """The same recipe in this interpreter (no second torch import): returns its stdout."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", [script, *args])
-    runpy.run_path(str(REPO / "recipes" / script), run_name="__main__")
-    return capsys.readouterr().out
-
-
 @pytest.mark.slow
-def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, monkeypatch, capsys, one_thread):
+def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_here):
     lm, _ = tiny_models
     out = tmp_path / "math"
     args = ["--config", "conf/eval/math_tiny.yaml", f"generator.model={lm}", f"output_dir={out}"]
@@ -274,7 +224,7 @@ def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, monkeypatch, c
     # Resume after a crash: drop the last 3 problems and leave a torn half line.
     (out / "samples.jsonl").write_text("\n".join(lines[:5]) + "\n" + lines[5][:40])
     with pytest.warns(UserWarning, match="partial last line"):
-        second = run_recipe_here("eval_math.py", *args, monkeypatch=monkeypatch, capsys=capsys)
+        second = run_here("eval_math.py", *args)
     assert "5 of 8 problems already done" in second
     again = (out / "samples.jsonl").read_text().splitlines()
     assert len(again) == 8
@@ -282,7 +232,7 @@ def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, monkeypatch, c
     assert [json.loads(x)["responses"] for x in again] == [r["responses"] for r in records]
 
     # Nothing left: no model is loaded, the summary is rewritten identically.
-    third = run_recipe_here("eval_math.py", *args, monkeypatch=monkeypatch, capsys=capsys)
+    third = run_here("eval_math.py", *args)
     assert "8 of 8 problems already done" in third
     assert json.loads((out / "summary.json").read_text()) == summary
 
@@ -292,38 +242,26 @@ def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, monkeypatch, c
         SystemExit,
         match=r"^error: .*\(sampling\.temperature: 0\.6 -> 1\.0\)\. Use a new output_dir",
     ):
-        run_recipe_here(
-            "eval_math.py",
-            *args,
-            "sampling.temperature=1.0",
-            monkeypatch=monkeypatch,
-            capsys=capsys,
-        )
+        run_here("eval_math.py", *args, "sampling.temperature=1.0")
 
 
 @pytest.mark.slow
-def test_sharded_run_equals_unsharded(tiny_models, tmp_path, monkeypatch, capsys, one_thread):
+def test_sharded_run_equals_unsharded(tiny_models, tmp_path, run_here):
     lm, _ = tiny_models
     base = ["--config", "conf/eval/math_tiny.yaml", f"generator.model={lm}", "max_problems=1"]
     whole, sharded = tmp_path / "whole", tmp_path / "sharded"
-    run_recipe_here(
-        "eval_math.py", *base, f"output_dir={whole}", monkeypatch=monkeypatch, capsys=capsys
-    )
+    run_here("eval_math.py", *base, f"output_dir={whole}")
     for index in (0, 1):
-        out = run_recipe_here(
+        out = run_here(
             "eval_math.py",
             *base,
             f"output_dir={sharded}",
             f"shard.index={index}",
             "shard.count=2",
-            monkeypatch=monkeypatch,
-            capsys=capsys,
         )
         assert "0 of 2 problems already done" in out  # 4 problems, every other one
     assert not (sharded / "summary.json").exists()  # shards never write the summary
-    final = run_recipe_here(
-        "eval_math.py", *base, f"output_dir={sharded}", monkeypatch=monkeypatch, capsys=capsys
-    )
+    final = run_here("eval_math.py", *base, f"output_dir={sharded}")
     assert "4 of 4 problems already done" in final
 
     def responses(folder):
@@ -343,7 +281,7 @@ def test_slurm_job_dry_run(tmp_path):
     site = tmp_path / "site.env"  # empty: a developer's slurm/site.env must not leak in
     site.write_text("")
     env = {
-        **ENV,
+        **RECIPE_ENV,
         "CONTAINER_IMAGE": "/images/darling.sqsh",
         "RESULTS_DIR": "/results",
         "DATA_DIR": "/data",
@@ -445,7 +383,7 @@ class ScriptedSampler:
     """
 
     def __init__(self, script: dict[str, tuple[str, str, list[int]]]) -> None:
-        from darling_nemo.mini.policy import char_tokenizer
+        from darling_nemo.trl.policy import char_tokenizer
 
         self.tokenizer = char_tokenizer()
         self.script = script  # question -> (right answer, wrong answer, right sample indices)

@@ -4,13 +4,10 @@ on a tiny random Llama, a tiny reward model and the shipped MiniLM embedding jud
 from __future__ import annotations
 
 import json
-import os
-import runpy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_recipe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,12 +32,6 @@ from darling_nemo.schema import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-ENV = {
-    **os.environ,
-    "HF_HUB_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "OMP_NUM_THREADS": "1",
-}
 
 # Responses longer than 5 words, so the short-answer rule never decides them.
 A = "the quick brown fox jumps over the lazy dog"
@@ -220,46 +211,6 @@ def test_config_validation():
 # ----------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    from darling_nemo.evals.tiny import build_tiny_models
-
-    return build_tiny_models(tmp_path_factory.mktemp("tiny"))
-
-
-def run_recipe(*args: str) -> subprocess.CompletedProcess:
-    """The recipe as a user runs it: a fresh interpreter, from the repository root."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "recipes/eval_noveltybench.py"), *args],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
-
-
-@pytest.fixture
-def run_here(monkeypatch, capsys):
-    """The same recipe in this interpreter (one torch thread, no second import): stdout."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.chdir(REPO)
-
-    def run(*args: str) -> str:
-        monkeypatch.setattr(sys, "argv", ["eval_noveltybench.py", *args])
-        runpy.run_path(str(REPO / "recipes/eval_noveltybench.py"), run_name="__main__")
-        return capsys.readouterr().out
-
-    yield run
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.slow
 def test_noveltybench_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_here):
     lm, rm = tiny_models
@@ -275,10 +226,10 @@ def test_noveltybench_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_he
         f"+reward_model.thresholds={cuts}",
     ]
     # Stage by stage, as on a GPU node.
-    first = run_recipe(*args, "stage=generate")
+    first = run_recipe("eval_noveltybench.py", *args, "stage=generate")
     assert "now run stage=score" in first.stdout
     assert not (out / "scores.jsonl").exists()
-    second = run_here(*args, "stage=score")
+    second = run_here("eval_noveltybench.py", *args, "stage=score")
     assert "stand-in" in second  # the MiniLM judge is not NoveltyBench's DeBERTa
 
     gens = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
@@ -306,7 +257,7 @@ def test_noveltybench_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_he
     # Resume: a lost scores line is recomputed identically; nothing is regenerated.
     lines = (out / "scores.jsonl").read_text().splitlines()
     (out / "scores.jsonl").write_text("\n".join(lines[:2]) + "\n")
-    third = run_here(*args)
+    third = run_here("eval_noveltybench.py", *args)
     assert "3 of 3 prompts already generated" in third
     assert "2 of 3 prompts scored" in third
     assert json.loads((out / "scores.jsonl").read_text().splitlines()[2]) == scores[2]

@@ -30,12 +30,10 @@ from darling_nemo.schema import (
     validate_darling,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.usefixtures("offline"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -149,23 +147,23 @@ def test_served_endpoints_accept_urls_and_mappings():
 
 def test_word_truncation_is_the_reference_rule():
     # max_length 9 -> K = (9 - 3) // 2 = 3 words per response; whitespace collapses to one space
-    f = PairFormatter("modernbert", max_length=9)
+    f = PairFormatter("modernbert", max_length=9, truncation="words")
     assert f.text("a  b\nc d e", "x y") == "[CLS] a b c [SEP] x y [SEP]"
     # reference MAX_LEN: 2048 -> 1022 words (ModernBERT), 4096 -> 2046 words (math)
-    assert PairFormatter("modernbert").words_per_response == 1022
-    assert PairFormatter("qwen3_math").words_per_response == 2046
-    assert PairFormatter("qwen3_math", max_length=9).text("p q", "r") == (
+    assert PairFormatter("modernbert", None, "words").words_per_response == 1022
+    assert PairFormatter("qwen3_math", None, "words").words_per_response == 2046
+    assert PairFormatter("qwen3_math", max_length=9, truncation="words").text("p q", "r") == (
         "<|im_start|> p q <|im_end|> r <|im_end|>"
     )
 
 
 def test_formatter_uses_the_tokenizer_tokens_and_its_length_limit(tmp_path):
     bert = save_tiny_tokenizer(tmp_path / "bert", "bert", model_max_length=128)
-    f = PairFormatter("modernbert", tokenizer=bert)
+    f = PairFormatter("modernbert", None, "words", tokenizer=bert)
     assert f.max_length == 128  # template 2048, capped at the tokenizer's 128
     assert f.words_per_response == 62  # (128 - 3) // 2
     qwen = save_tiny_tokenizer(tmp_path / "qwen", "qwen3")
-    f = PairFormatter("qwen3_math", tokenizer=qwen)
+    f = PairFormatter("qwen3_math", None, "words", tokenizer=qwen)
     text = f.text("the cat", "the dog")
     assert text == "<|im_start|> the cat <|im_end|> the dog <|im_end|>"
     ids = qwen(text)["input_ids"]
@@ -173,7 +171,7 @@ def test_formatter_uses_the_tokenizer_tokens_and_its_length_limit(tmp_path):
     # each special token is one id, as the reference's ids 151644 / 151645 are
     assert ids == [start, *qwen.encode("the cat"), end, *qwen.encode("the dog"), end]
     with pytest.raises(ValueError, match=r"no token '\[CLS\]'"):
-        PairFormatter("modernbert", tokenizer=qwen)
+        PairFormatter("modernbert", None, "words", tokenizer=qwen)
 
 
 def test_token_truncation_hand_case(tmp_path):

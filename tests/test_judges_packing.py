@@ -72,7 +72,7 @@ def test_packing_keeps_order_and_respects_the_budget(tokens, budget, cap):
 
 
 def test_token_estimate_without_a_tokenizer():
-    f = PairFormatter("modernbert")
+    f = PairFormatter("modernbert", None, "words")
     texts, tokens = f.texts_and_tokens([("abcdef  gh", "abc"), ("abc", "abc")])
     assert texts == [f.text("abcdef  gh", "abc"), f.text("abc", "abc")]
     # "abcdef gh" (whitespace collapsed): 9 chars / 3 = 3; "abc": 1; + template CLS SEP SEP (3)
@@ -83,7 +83,7 @@ def test_token_estimate_without_a_tokenizer():
 
 
 def test_token_count_matches_the_servers_with_a_tokenizer(bert_tokenizer):
-    f = PairFormatter("modernbert", tokenizer=bert_tokenizer)
+    f = PairFormatter("modernbert", None, "words", tokenizer=bert_tokenizer)
     (text,), (count,) = f.texts_and_tokens([("the cat sat", "a dog")])
     # [CLS] (tokenizer) [CLS] the cat sat [SEP] a dog [SEP] [SEP] (tokenizer): 3 + 2 + 3 + 2
     assert count == 10 == len(bert_tokenizer(text)["input_ids"])
@@ -104,7 +104,7 @@ def test_token_count_is_what_the_tokenizer_sees(bert_tokenizer, a, b, truncation
 
 
 def test_each_response_is_cut_once_per_call(monkeypatch):
-    f = PairFormatter("modernbert")
+    f = PairFormatter("modernbert", None, "words")
     seen = []
     cut_many = f.cut_many
     monkeypatch.setattr(f, "cut_many", lambda texts: seen.append(list(texts)) or cut_many(texts))

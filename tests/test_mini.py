@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darling_nemo.config import load_config
-from darling_nemo.mini.evaluate import evaluate, sample_completions
 from darling_nemo.mini.plots import (
     band,
     curve_bands,
@@ -26,7 +25,6 @@ from darling_nemo.mini.plots import (
     plot_curves,
     plot_pass_at_k,
 )
-from darling_nemo.mini.policy import char_tokenizer, tiny_llama, word_tokenizer
 from darling_nemo.mini.report import (
     WARM_START_ROW,
     arm_summary,
@@ -38,7 +36,9 @@ from darling_nemo.mini.reproducibility import PORTABLE_KERNELS, pin_cpu_kernels
 from darling_nemo.mini.task import DigitSum, answer_class, multiset_judge, prompt_text, target_of
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.schema import ConfigError, DigitSumTaskConfig, MiniConfig, validate_section
-from darling_nemo.trl_engine import digit_sum_quality, digit_sum_targets
+from darling_nemo.trl.evaluate import evaluate, sample_completions
+from darling_nemo.trl.policy import char_tokenizer, tiny_llama, word_tokenizer
+from darling_nemo.trl.tasks import digit_sum_quality, digit_sum_targets
 
 DICE = DigitSum(length=6, min_digit=1, max_digit=6)
 REPO = Path(__file__).resolve().parent.parent

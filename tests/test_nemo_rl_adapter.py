@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import nemo_config
 
 from darling_nemo.nemo_rl.adapter import (
     DIVERSITY_KEY,
@@ -282,20 +283,6 @@ def test_darling_logger_writes_pending_metrics_at_the_train_step():
 # ---------------------------------------------------------------------------------------------
 
 
-def nemo_config(**grpo) -> dict:
-    return {
-        "grpo": {
-            "normalize_rewards": False,
-            "use_leave_one_out_baseline": False,
-            "num_generations_per_prompt": 8,
-            "async_grpo": {"enabled": False},
-            **grpo,
-        },
-        "loss_fn": {"token_level_loss": True},
-        "darling": {"judge": {"kind": "lexical"}},
-    }
-
-
 def test_consistent_config_passes():
     assert validate_nemo_rl_config(nemo_config()).normalize_std is False
 
@@ -366,29 +353,11 @@ class Spec:
 
 
 @pytest.fixture(scope="module")
-def char_tokenizer(tmp_path_factory):
-    """A real character-level fast tokenizer with a chat template, saved and reloaded."""
-    import string
+def char_tokenizer(char_tokenizer_dir):
+    """conftest's character-level chat tokenizer, loaded back as a user loads it."""
+    from transformers import AutoTokenizer
 
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
-    for c in string.printable:
-        vocab.setdefault(c, len(vocab))
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    tok.chat_template = (
-        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}"
-    )
-    path = tmp_path_factory.mktemp("char_tokenizer")
-    tok.save_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(char_tokenizer_dir)
 
 
 def test_chat_prompt_processor_keeps_raw_content_and_templated_ids(char_tokenizer):

@@ -8,25 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import nemo_config
 
 from darling_nemo.core import Baseline, advantages
 from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 from darling_nemo.schema import ConfigError
-
-
-def nemo_config(darling: dict | None = None, **grpo) -> dict:
-    return {
-        "grpo": {
-            "normalize_rewards": False,
-            "use_leave_one_out_baseline": False,
-            "num_generations_per_prompt": 8,
-            "async_grpo": {"enabled": False},
-            "reward_shaping": {"enabled": False},
-            **grpo,
-        },
-        "loss_fn": {"token_level_loss": True},
-        "darling": {"judge": {"kind": "lexical"}, **(darling or {})},
-    }
 
 
 def test_the_consistent_config_passes():

@@ -296,32 +296,6 @@ def test_every_key_of_the_common_base_is_read_by_nemo_rl():
 
 
 @pytest.fixture(scope="module")
-def char_tokenizer_dir(tmp_path_factory):
-    """A real character-level tokenizer (no hub), saved where get_tokenizer can load it."""
-    import string
-
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
-    for c in string.printable:
-        vocab.setdefault(c, len(vocab))
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    tok.chat_template = (
-        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}"
-    )
-    path = tmp_path_factory.mktemp("char_tokenizer")
-    tok.save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def math_files(tmp_path_factory):
     root = tmp_path_factory.mktemp("math_data")
     raw = root / "raw.jsonl"

@@ -23,12 +23,8 @@ from hypothesis import strategies as st
 from darling_nemo.core import darling_batch
 from darling_nemo.mini.task import DigitSum, multiset_judge
 from darling_nemo.schema import DarlingConfig, validate_darling
-from darling_nemo.trl_engine import (
-    DarlingReward,
-    completion_text,
-    digit_sum_quality,
-    length_stand_in_quality,
-)
+from darling_nemo.trl.reward import DarlingReward, completion_text
+from darling_nemo.trl.tasks import digit_sum_quality, length_stand_in_quality
 
 
 @pytest.fixture(autouse=True)
@@ -341,14 +337,9 @@ def test_trl_trains_on_exactly_the_core_advantage(tmp_path, monkeypatch):
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from darling_nemo.trl_engine import (
-        Task,
-        build_policy,
-        grpo_args,
-        length_stand_in_quality,
-        upstream_deprecations_silenced,
-        validate_trl_config,
-    )
+    from darling_nemo.trl.policy import build_policy
+    from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
+    from darling_nemo.trl.tasks import Task, length_stand_in_quality
 
     cfg = validate_trl_config(
         {
@@ -406,13 +397,9 @@ def test_a_policy_with_a_chat_template_is_prompted_in_it(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from darling_nemo.mini.policy import char_tokenizer, tiny_llama
-    from darling_nemo.trl_engine import (
-        conversational,
-        grpo_args,
-        upstream_deprecations_silenced,
-        validate_trl_config,
-    )
+    from darling_nemo.trl.policy import char_tokenizer, tiny_llama
+    from darling_nemo.trl.reward import conversational
+    from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
 
     tokenizer = char_tokenizer()
     tokenizer.chat_template = CHAT_TEMPLATE
@@ -478,7 +465,7 @@ def test_validate_trl_config_refuses_a_bad_config_without_importing_torch():
         "import sys\n"
         "from darling_nemo.config import load_config\n"
         "from darling_nemo.schema import ConfigError\n"
-        "from darling_nemo.trl_engine import validate_trl_config\n"
+        "from darling_nemo.trl import validate_trl_config\n"
         "cfg = load_config('conf/local/math_trl.yaml', ['darling.judge.kind=bogus'])\n"
         "try:\n"
         "    validate_trl_config(cfg)\n"
@@ -503,7 +490,7 @@ def test_validate_trl_config_refuses_a_bad_config_without_importing_torch():
 
 def test_the_math_smoke_run_says_why_its_reward_is_zero():
     from darling_nemo.config import load_config
-    from darling_nemo.trl_engine import validate_trl_config, zero_reward_note
+    from darling_nemo.trl.run import validate_trl_config, zero_reward_note
 
     smoke = validate_trl_config(load_config(REPO / "conf" / "local" / "math_trl.yaml"))
     note = zero_reward_note(smoke)
@@ -521,7 +508,8 @@ def test_the_math_smoke_run_says_why_its_reward_is_zero():
 
 def test_a_missing_task_file_names_the_key(tmp_path):
     from darling_nemo.schema import ConfigError
-    from darling_nemo.trl_engine import build_task, validate_trl_config
+    from darling_nemo.trl.run import validate_trl_config
+    from darling_nemo.trl.tasks import build_task
 
     missing = tmp_path / "none.jsonl"
     cfg = validate_trl_config(

@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 
 from darling_nemo.config import load_config
 from darling_nemo.schema import ConfigError
-from darling_nemo.trl_engine import checkpoint_step, last_checkpoint, run
+from darling_nemo.trl.run import checkpoint_step, last_checkpoint, run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -193,8 +193,8 @@ def test_max_steps_may_grow_under_a_constant_rate_but_not_shrink_below_the_train
 def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
     """A pretrained policy whose tokenizer has a chat template: the run hands TRL each
     prompt as a user message, and the quality function reads message-list completions."""
-    from darling_nemo import trl_engine
-    from darling_nemo.mini.policy import char_tokenizer, tiny_llama
+    from darling_nemo.trl import tasks
+    from darling_nemo.trl.policy import char_tokenizer, tiny_llama
 
     tokenizer = char_tokenizer()
     tokenizer.chat_template = (
@@ -206,7 +206,7 @@ def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
     tokenizer.save_pretrained(tmp_path / "policy")
 
     seen = []
-    stand_in = trl_engine.length_stand_in_quality
+    stand_in = tasks.length_stand_in_quality
 
     def recording_stand_in(target_words):  # the real stand-in, recording what it is given
         quality = stand_in(target_words)
@@ -217,7 +217,7 @@ def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
 
         return length_stand_in
 
-    monkeypatch.setattr(trl_engine, "length_stand_in_quality", recording_stand_in)
+    monkeypatch.setattr(tasks, "length_stand_in_quality", recording_stand_in)
     cfg = chat_config(tmp_path, tmp_path / "run", steps=1)
     cfg["policy"] = {"kind": "pretrained", "name_or_path": str(tmp_path / "policy")}
     final = run(cfg)
@@ -257,7 +257,7 @@ def tiny_reward_model(path: Path) -> Path:
     """A randomly initialised 1-label Llama classifier over the character tokenizer."""
     from transformers import LlamaConfig, LlamaForSequenceClassification
 
-    from darling_nemo.mini.policy import char_tokenizer
+    from darling_nemo.trl.policy import char_tokenizer
 
     tokenizer = char_tokenizer()
     config = LlamaConfig(
@@ -278,7 +278,7 @@ def tiny_reward_model(path: Path) -> Path:
 
 def test_reward_model_quality_scores_prompt_plus_response(tmp_path):
     from darling_nemo.schema import RewardModelQualityConfig
-    from darling_nemo.trl_engine import RewardModelQuality
+    from darling_nemo.trl.tasks import RewardModelQuality
 
     path = tiny_reward_model(tmp_path / "rm")
     quality = RewardModelQuality(

@@ -9,13 +9,13 @@ names the file and line, because silently skipping it would drop an item.
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
 from darling_nemo.jsonl import decode_json_line, read_jsonl_numbered
+from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.schema import ConfigError
 
 
@@ -85,26 +85,6 @@ class JsonlWriter:
         self.close()
 
 
-def write_json(path: str | Path, obj: Any) -> None:
-    """Write JSON atomically (temp file + rename): a reader never sees half a summary."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # shards may write at once
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def _key_paths(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"sampling": {"temperature": 0.6}} -> {"sampling.temperature": 0.6}."""
-    flat: dict[str, Any] = {}
-    for key, value in settings.items():
-        if isinstance(value, dict) and value:
-            flat.update(_key_paths(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def check_resume(output_dir: str | Path, stage: str, settings: dict[str, Any]) -> None:
     """Refuse to resume into an output_dir written with different result-changing settings.
 
@@ -115,10 +95,9 @@ def check_resume(output_dir: str | Path, stage: str, settings: dict[str, Any]) -
     stored = json.loads(path.read_text()) if path.exists() else {}
     settings = json.loads(json.dumps(settings))  # tuples -> lists, as they come back
     if stage in stored:
-        before, settings = _key_paths(stored[stage]), _key_paths(settings)
-        changed = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+        changed = changed_settings(stored[stage], settings)
         if changed:
-            details = "; ".join(f"{k}: {before.get(k)!r} -> {settings.get(k)!r}" for k in changed)
+            details = "; ".join(changed)
             raise ConfigError(
                 f"{output_dir} holds {stage} results made with other settings ({details}). "
                 "Use a new output_dir, or delete the old results to start over."

@@ -27,7 +27,7 @@ def build_tiny_models(
     import torch
     from transformers import LlamaForSequenceClassification
 
-    from darling_nemo.mini.policy import char_tokenizer, tiny_llama
+    from darling_nemo.trl.policy import char_tokenizer, tiny_llama
 
     out_dir = Path(out_dir)
     tokenizer = char_tokenizer()

@@ -69,7 +69,7 @@ class SequenceClassifier:
     Shared by the cross-encoder judge, the Ray actors and `darling_nemo.classify_server`.
     """
 
-    def __init__(self, model: str, device: str = "auto", dtype: str = "auto") -> None:
+    def __init__(self, model: str, device: str, dtype: str) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.name = model

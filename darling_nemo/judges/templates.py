@@ -33,6 +33,7 @@ ESTIMATED_SPECIAL_TOKENS = 2  # what a tokenizer typically adds around the text 
 class PairFormatter:
     """(a, b) -> the classifier's input text.
 
+    max_length, truncation: the judge config's (None: the template's budget).
     tokenizer: a Hugging Face tokenizer or None (then the template's literal CLS/SEP are used
     and only word truncation is possible).
     """
@@ -40,8 +41,8 @@ class PairFormatter:
     def __init__(
         self,
         template: TemplateName,
-        max_length: int | None = None,
-        truncation: Truncation = "words",
+        max_length: int | None,
+        truncation: Truncation,
         tokenizer: Any | None = None,
     ) -> None:
         spec = PAIR_TEMPLATES[template]

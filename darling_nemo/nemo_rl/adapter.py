@@ -56,7 +56,7 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     RolloutRows,
     prompt_and_response,
 )
-from darling_nemo.schema import ConfigError
+from darling_nemo.schema import ConfigError, DarlingConfig
 
 NEMO_RL_VERSION = "0.4.0"
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
@@ -138,12 +138,13 @@ def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf
 
 @contextmanager
 def darling_rewards(
-    master_config: dict[str, Any], policy: Any = None
+    master_config: dict[str, Any], policy: Any = None, darling: DarlingConfig | None = None
 ) -> Iterator[DarlingRewardTransform]:
     """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
 
-    Validates the darling: section and its consistency with grpo:/loss_fn: first (raises
-    ConfigError listing every problem). Yields the transform (for `DarlingLogger`).
+    `darling`: the section as the recipe validated it (`recipe.check_config`). Without it
+    the darling: section and its consistency with grpo:/loss_fn: are validated here first
+    (raises ConfigError listing every problem). Yields the transform (for `DarlingLogger`).
     With darling.overlap=true and `policy` (the Policy that setup() returns and grpo_train
     trains) the judge runs while NeMo-RL computes log-probabilities and `policy.train`
     waits for it (overlap.py); without a policy, with darling.overlap=false, or where
@@ -154,7 +155,8 @@ def darling_rewards(
 
     from darling_nemo.nemo_rl.overlap import OverlappedDarling, overlapped_train
 
-    darling = validate_nemo_rl_config(master_config)
+    if darling is None:
+        darling = validate_nemo_rl_config(master_config)
     original = grpo.scale_rewards
     if getattr(original, "_darling_wrapped", False):
         raise RuntimeError("the DARLING reward hook is already installed")
@@ -281,14 +283,13 @@ def setup_data(
 
     math: NeMo-RL's MathEnvironment (math-verify, reward 1/0) as quality.
     wildchat: NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its own GPUs,
-    env.reward_model) as quality.
+    env.reward_model) as quality. The data paths were checked by `start`.
     """
     from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
     from nemo_rl.data.interfaces import TaskDataSpec
     from nemo_rl.data.processors import math_hf_data_processor
     from nemo_rl.distributed.ray_actor_environment_registry import get_actor_python_env
 
-    _check_data_paths(cfg)
     data_cfg = cfg["data"]
     spec = TaskDataSpec(
         task_name=task,
@@ -332,9 +333,11 @@ def setup_data(
 # ---------------------------------------------------------------------------------------------
 
 
-def start(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """Validate, number the log dir, attach to / start Ray, load the tokenizer.
+def start(cfg: dict[str, Any], darling: DarlingConfig | None = None) -> tuple[dict[str, Any], Any]:
+    """Check the data files (and probe a served judge), number the log dir, attach to /
+    start Ray, load the tokenizer.
 
+    `darling`: the section as the recipe validated it; None: validated here.
     Returns (cfg with NeMo-RL's generation config filled in, tokenizer).
     """
     from nemo_rl.algorithms.utils import get_tokenizer
@@ -342,7 +345,8 @@ def start(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     from nemo_rl.models.generation import configure_generation_config
     from nemo_rl.utils.logger import get_next_experiment_dir
 
-    darling = validate_nemo_rl_config(cfg)
+    if darling is None:
+        darling = validate_nemo_rl_config(cfg)
     _check_data_paths(cfg)
     if darling.judge.kind == "served":  # before the long setup(): a wrong URL fails now
         from darling_nemo.judges.served import probe_served_judge
@@ -398,19 +402,21 @@ def train(
     cfg: dict[str, Any],
     tokenizer: Any,
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
+    darling: DarlingConfig | None = None,
 ) -> None:
     """NeMo-RL's own setup() and grpo_train(), with the DARLING reward and metrics hooked in.
 
     Under slurm/common.sh (DARLING_JOB_END_EPOCH set) checkpointing.checkpoint_must_save_by
     is set right before grpo_train, to save and stop DARLING_SAVE_MARGIN_S before the job's
-    end whatever the setup took; the launcher then requeues the job.
+    end whatever the setup took; the launcher then requeues the job. `darling`: the section
+    as the recipe validated it (None: validated when the reward hook is installed).
     """
     save_by = save_by_epoch(  # read (and checked) before the long setup
         os.environ.get("DARLING_JOB_END_EPOCH"), os.environ.get("DARLING_SAVE_MARGIN_S")
     )
     failure = None
     try:
-        _setup_and_train(cfg, tokenizer, data, save_by)
+        _setup_and_train(cfg, tokenizer, data, save_by, darling)
     except Exception:
         failure = traceback.format_exc()
     if failure is not None:
@@ -430,6 +436,7 @@ def _setup_and_train(
     tokenizer: Any,
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
     save_by: float | None,
+    darling: DarlingConfig | None,
 ) -> None:
     from nemo_rl.algorithms.grpo import grpo_train, setup
 
@@ -446,7 +453,7 @@ def _setup_and_train(
         grpo_state,
         master_config,
     ) = setup(cfg, tokenizer, dataset, val_dataset)
-    with darling_rewards(master_config, policy) as transform:
+    with darling_rewards(master_config, policy, darling) as transform:
         if save_by is not None:
             ckpt = master_config["checkpointing"]
             ckpt["checkpoint_must_save_by"] = checkpoint_must_save_by(

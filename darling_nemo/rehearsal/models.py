@@ -12,7 +12,7 @@ import string
 from pathlib import Path
 
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
-from darling_nemo.mini.policy import word_tokenizer
+from darling_nemo.trl.policy import word_tokenizer
 
 # Role markers are plain text: enough for NeMo-RL's processors, which render the template,
 # tokenize it and split it per message.

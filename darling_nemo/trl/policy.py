@@ -1,16 +1,24 @@
-"""Tiny policies built from a config: word- and character-level tokenizers and a small Llama.
+"""The policy a TRL run trains: a pretrained causal LM, or a tiny one built from the config.
 
-Nothing here downloads anything: the tokenizer is made from a vocabulary list and the model
-from `LlamaConfig`, and both are saved with `save_pretrained` so every later stage (TRL,
-evaluation, resume) loads them through the ordinary `from_pretrained` path.
+A tiny policy downloads nothing: its tokenizer (word- or character-level) is made from a
+vocabulary list and the model from `LlamaConfig`, and both are saved with
+`save_pretrained` so every later stage (TRL, evaluation, resume) loads them through the
+ordinary `from_pretrained` path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from darling_nemo.schema import TrlRunConfig
+
+if TYPE_CHECKING:
+    from darling_nemo.trl.tasks import Task
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 SPECIAL_TOKENS = (PAD, EOS, UNK)
@@ -71,3 +79,46 @@ def tiny_llama(
         tie_word_embeddings=True,
     )
     return LlamaForCausalLM(config)
+
+
+def build_policy(cfg: TrlRunConfig, task: Task, output_dir: Path) -> tuple[Any, Any]:
+    """(model, tokenizer), always loaded with `from_pretrained`.
+
+    A tiny policy is built once (task tokenizer, small Llama, seeded) and saved to
+    `output_dir/initial_policy`, so a resumed run, TRL's reference model (kl_coef > 0) and
+    anyone reading the run load the same weights through the ordinary path.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    policy = cfg.policy
+    if policy.kind == "tiny":
+        path = output_dir / "initial_policy"
+        if not (path / "config.json").is_file():
+            tokenizer = (
+                word_tokenizer(task.word_vocabulary) if task.word_vocabulary else char_tokenizer()
+            )
+            prompt_tokens = max(
+                len(tokenizer(row["prompt"])["input_ids"]) for row in task.train_rows
+            )
+            model = tiny_llama(
+                tokenizer,
+                hidden_size=policy.hidden_size,
+                num_layers=policy.num_layers,
+                num_heads=policy.num_heads,
+                intermediate_size=policy.intermediate_size,
+                max_positions=prompt_tokens + cfg.trainer.max_completion_length + 1,
+            )
+            tokenizer.save_pretrained(path)
+            model.save_pretrained(path)
+        name_or_path, dtype = str(path), torch.float32
+    else:
+        name_or_path = policy.name_or_path
+        dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16}[policy.dtype]
+        if dtype is None:
+            dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype)
+    return model, tokenizer

@@ -1,4 +1,4 @@
-"""Sampling evaluation: pass@k and distinct correct answers on held-out prompts.
+"""Held-out evaluation of every TRL run: pass@k and distinct correct answers.
 
 For each prompt, n responses are sampled; a response is correct when its quality is > 0
 (the same convention as the core's `partition_scope: correct`). Reported, as means over
@@ -10,12 +10,16 @@ prompts:
 - distinct_all: classes among all n responses.
 
 The sampling RNG is forked and seeded per call, so evaluating never changes the training
-run's random stream and the same checkpoint always gives the same numbers.
+run's random stream and the same checkpoint always gives the same numbers. A run appends
+one line per evaluated step to `eval_history.jsonl` (step 0, every
+`evaluation.every_steps`, the last step); a resumed run first drops the steps it redoes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,9 +28,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from darling_nemo.core import PairJudge, partition_groups
 from darling_nemo.metrics import pass_at_k
-
-QualityFn = Callable[..., Sequence[float | None]]
-"""A TRL-style reward function: (prompts=..., completions=..., **dataset columns) -> floats."""
+from darling_nemo.resume import write_text_atomically
+from darling_nemo.schema import TrlRunConfig
+from darling_nemo.trl.tasks import QualityFn, Task
 
 
 @torch.no_grad()
@@ -112,3 +116,50 @@ def evaluate(
     result["distinct_correct"] = float(np.mean(distinct_correct))
     result["distinct_all"] = float(np.mean(distinct_all))
     return result
+
+
+def history_steps(path: Path) -> list[int]:
+    """The steps `eval_history.jsonl` holds, in order ([] before the first evaluation)."""
+    if not path.is_file():
+        return []
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def truncate_history(path: Path, after_step: int) -> None:
+    """Drop evaluation records past `after_step`: a resumed run recomputes those steps."""
+    if not path.is_file():
+        return
+    keep = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and json.loads(line)["step"] <= after_step
+    ]
+    write_text_atomically(path, "".join(line + "\n" for line in keep))
+
+
+def run_evaluation(
+    cfg: TrlRunConfig, task: Task, model: Any, tokenizer: Any, step: int
+) -> dict[str, float]:
+    """`evaluate` on the run's held-out prompts with its `evaluation:` settings, seeded by
+    the run's seed and the step."""
+    rows = task.heldout_rows[: cfg.evaluation.max_prompts]
+    ev = cfg.evaluation
+    return evaluate(
+        model,
+        tokenizer,
+        rows,
+        task.quality,
+        task.judge,
+        cfg.darling.judge.threshold,
+        num_samples=ev.num_samples,
+        ks=ev.pass_at_k,
+        max_new_tokens=cfg.trainer.max_completion_length,
+        temperature=ev.temperature,
+        seed=cfg.seed + step,
+    )
+
+
+def append_history(path: Path, step: int, result: Mapping[str, float]) -> None:
+    """One evaluated step, appended to `eval_history.jsonl`."""
+    with path.open("a") as f:
+        f.write(json.dumps({"step": step, **result}) + "\n")

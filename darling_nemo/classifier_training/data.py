@@ -1,0 +1,43 @@
+"""The pair data of a classifier run and its held-out split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from darling_nemo.judges.pairdata import LabelledPair, load_pairs, split_pairs
+from darling_nemo.schema import ClassifierTrainConfig, ConfigError
+
+
+def load_split(
+    cfg: ClassifierTrainConfig, path: Path
+) -> tuple[list[LabelledPair], list[LabelledPair], list[LabelledPair]]:
+    """(all pairs, train, held-out) of the pair file at `path` (the config's `data`); a
+    missing or malformed file is a ConfigError naming the config key and the file, raised
+    before anything is written."""
+    try:
+        pairs = load_pairs(path, cfg.text_a, cfg.text_b, cfg.label, cfg.split_key)
+    except ValueError as err:
+        raise ConfigError(f"data: {err}") from None
+    train, heldout = split_pairs(pairs, cfg.heldout_fraction, cfg.split_seed)
+    return pairs, train, heldout
+
+
+def write_split(
+    out_dir: Path,
+    cfg: ClassifierTrainConfig,
+    pairs: list[LabelledPair],
+    train: list[LabelledPair],
+    heldout: list[LabelledPair],
+) -> None:
+    """`split.json` (the held-out lines of the data file) and a line on the split."""
+    (out_dir / "split.json").write_text(
+        json.dumps({"data": cfg.data, "heldout_lines": [p.line for p in heldout]})
+    )
+    print(
+        f"data: {len(pairs)} pairs -> train {len(train)} / held-out {len(heldout)} "
+        f"(split by {cfg.split_key!r}, seed {cfg.split_seed}); similar share "
+        f"{np.mean([p.label for p in train]):.3f} / {np.mean([p.label for p in heldout]):.3f}"
+    )

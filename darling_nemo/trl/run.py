@@ -1,0 +1,415 @@
+"""The TRL run: GRPO arguments, prompt order, callbacks, checkpoints and resuming.
+
+One config takes this path: `validate_trl_config` (schema) -> `run` refuses a changed
+run directory (`check_resume_config`) and saves config.yaml -> `train` builds the task
+(tasks.py), the policy (policy.py) and the DARLING reward (reward.py), hands them to TRL's
+GRPOTrainer with `grpo_args` and `prompt_stream`, evaluates held-out prompts through a
+callback (evaluate.py) and writes final_metrics.json.
+
+    from darling_nemo.trl import run
+    metrics = run(load_config("conf/local/math_trl.yaml"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from darling_nemo.config import save_config
+from darling_nemo.resume import changed_settings, write_json
+from darling_nemo.schema import ConfigError, TrlRunConfig, validate_section
+from darling_nemo.trl.reward import DarlingReward, conversational
+from darling_nemo.trl.tasks import Task, build_task
+
+
+def validate_trl_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
+    """The whole `engine: trl` config, strictly: raises ConfigError naming every bad key
+    path. Imports no torch, so a recipe's --dry-run can call it anywhere."""
+    return validate_section(TrlRunConfig, dict(cfg))
+
+
+def zero_reward_note(cfg: TrlRunConfig) -> str | None:
+    """Why a run will log reward and loss 0 at every step, when the config says so."""
+    if cfg.policy.kind != "tiny" or cfg.task.kind != "math":
+        return None
+    return (
+        "note: policy.kind=tiny is a small randomly initialised model: on task.kind=math it "
+        "practically never writes the correct answer, so quality is 0, DARLING's reward "
+        "(quality x diversity) and every advantage are 0, and the loss is 0 at every step. "
+        "This run checks the plumbing (generation, judge, logging, checkpoints); to learn, "
+        "use policy={kind: pretrained, name_or_path: ...}."
+    )
+
+
+@contextmanager
+def upstream_deprecations_silenced() -> Iterator[None]:
+    """Hide the FutureWarnings TRL's own code causes and this package cannot fix.
+
+    transformers 5 renamed PreTrainedModel's `is_gradient_checkpointing` and
+    `gradient_checkpointing_enable/disable` to `*activation_checkpointing*` (the old names
+    warn, "will be removed in v6"); TRL 1.16 still calls the old names
+    (trl.models.utils.disable_gradient_checkpointing, around every generation). Only those
+    three messages, raised in transformers.modeling_utils, are silenced, only inside this
+    block; every other warning shows.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` "
+            r"is deprecated",
+            category=FutureWarning,
+            module=r"transformers\.modeling_utils",
+        )
+        yield
+
+
+# trainer: keys TRL's GRPOConfig takes under the same name, and those it names otherwise.
+TRAINER_KEYS_AS_IS = (
+    "max_steps",
+    "learning_rate",
+    "warmup_steps",
+    "weight_decay",
+    "max_grad_norm",
+    "temperature",
+    "top_p",
+    "max_completion_length",
+    "loss_type",
+    "save_steps",
+    "save_total_limit",
+    "logging_steps",
+)
+TRAINER_KEYS_RENAMED = {  # GRPOConfig's name: ours
+    "num_generations": "group_size",
+    "steps_per_generation": "updates_per_rollout",
+    "lr_scheduler_type": "lr_scheduler",
+    "epsilon": "clip_low",
+    "epsilon_high": "clip_high",
+    "beta": "kl_coef",
+}
+
+
+def grpo_args(cfg: TrlRunConfig, output_dir: Path) -> Any:
+    """TRL's GRPOConfig for a validated run config (scale_rewards='none': see module doc)."""
+    import torch
+    from trl import GRPOConfig
+
+    t = cfg.trainer
+    use_bf16 = t.precision == "bfloat16" or (t.precision == "auto" and torch.cuda.is_available())
+    rollout = t.prompts_per_step * t.group_size  # divisible by updates_per_rollout (schema)
+    # TRL turns checkpointing on by default under the name transformers 5 deprecated
+    # (`gradient_checkpointing`, a FutureWarning per run); the same setting under the new
+    # name where this transformers has it.
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    checkpointing = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
+    return GRPOConfig(
+        **{checkpointing: True},
+        **{name: getattr(t, name) for name in TRAINER_KEYS_AS_IS},
+        **{theirs: getattr(t, ours) for theirs, ours in TRAINER_KEYS_RENAMED.items()},
+        output_dir=str(output_dir),
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        per_device_train_batch_size=rollout // t.updates_per_rollout,
+        gradient_accumulation_steps=1,
+        scale_rewards="none",
+        bf16=use_bf16,
+        use_cpu=not torch.cuda.is_available(),
+        save_strategy="steps",
+        report_to=list(cfg.logging.report_to),
+        run_name=output_dir.name,
+        disable_tqdm=not cfg.logging.progress_bar,
+        optim="adamw_torch",
+        dataloader_num_workers=0,
+        shuffle_dataset=False,  # the rows come pre-shuffled: see `prompt_stream`
+    )
+
+
+def prompt_stream(rows: Sequence[dict[str, Any]], cfg: TrlRunConfig) -> list[dict[str, Any]]:
+    """The training prompts for the whole run, one seeded permutation of `rows` per pass.
+
+    TRL's own shuffling draws each epoch's order from a generator that is not checkpointed,
+    so a resumed run would see other prompts than an uninterrupted one. Handing TRL one long
+    pre-shuffled "epoch" (and shuffle_dataset=False) makes the order a function of the seed
+    alone: interrupted and resumed, a run trains on exactly the same batches.
+    """
+    t = cfg.trainer
+    rollouts = -(-t.max_steps // t.updates_per_rollout)  # ceil
+    needed = rollouts * t.prompts_per_step
+    rng = np.random.default_rng(cfg.seed)
+    stream: list[dict[str, Any]] = []
+    while len(stream) < needed:
+        stream.extend(rows[i] for i in rng.permutation(len(rows)))
+    return stream
+
+
+def checkpoint_step(path: Path) -> int:
+    """N of a `checkpoint-N` directory."""
+    return int(path.name.removeprefix("checkpoint-"))
+
+
+def last_checkpoint(output_dir: Path) -> Path | None:
+    """The newest complete `checkpoint-N` directory (it has a trainer state), or None."""
+    found = [
+        p
+        for p in output_dir.glob("checkpoint-*")
+        if p.name.removeprefix("checkpoint-").isdigit() and (p / "trainer_state.json").is_file()
+    ]
+    return max(found, key=checkpoint_step) if found else None
+
+
+def make_eval_callback(
+    run_cfg: TrlRunConfig, task: Task, tokenizer: Any, history_path: Path
+) -> Any:
+    """A TrainerCallback that evaluates held-out prompts every `evaluation.every_steps`."""
+    from transformers import TrainerCallback
+
+    from darling_nemo.trl.evaluate import append_history, history_steps, run_evaluation
+
+    def evaluate_now(model: Any, step: int) -> None:
+        append_history(history_path, step, run_evaluation(run_cfg, task, model, tokenizer, step))
+
+    every = run_cfg.evaluation.every_steps
+
+    class HeldOutEvaluation(TrainerCallback):
+        def on_train_begin(
+            self, args: Any, state: Any, control: Any, model: Any = None, **_: Any
+        ) -> None:
+            if state.global_step == 0 and not history_steps(history_path):
+                evaluate_now(model, 0)
+
+        def on_step_end(
+            self, args: Any, state: Any, control: Any, model: Any = None, **_: Any
+        ) -> None:
+            if every and state.global_step % every == 0 and state.global_step != state.max_steps:
+                evaluate_now(model, state.global_step)
+
+    return HeldOutEvaluation()
+
+
+def silence_console_metrics(trainer: Any) -> None:
+    """Keep the progress bar (if any) but stop printing every log dict to the console;
+    the metrics still go to TensorBoard/wandb and to train_log.jsonl."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class BarOnly(ProgressCallback):
+        def on_log(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    trainer.remove_callback(PrinterCallback)
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(BarOnly())
+
+
+# Settings that may differ between an interrupted run and its continuation because they do
+# not change what is trained or measured: where outputs go, what is printed or logged where,
+# how many CPU threads compute the same numbers, how often (and how many) checkpoints are
+# kept. trainer.max_steps may also change, see `check_resume_config`.
+RESUME_MAY_CHANGE = (
+    "resume",
+    "output_dir",
+    "torch_threads",
+    "logging",
+    "trainer.save_steps",
+    "trainer.save_total_limit",
+)
+
+
+def check_resume_config(run_cfg: TrlRunConfig) -> None:
+    """Refuse an output_dir that holds a run made with settings that change its results.
+
+    The config saved there (config.yaml) is compared key by key with `run_cfg`, except the
+    keys in RESUME_MAY_CHANGE. trainer.max_steps may grow or shrink under a constant
+    learning rate (the prompt order of a longer run starts with the shorter run's, see
+    `prompt_stream`), but never below the steps already trained; with a linear or cosine
+    schedule the learning rate of every step depends on max_steps, so it may not change.
+    """
+    output_dir = Path(run_cfg.output_dir)
+    final_path = output_dir / "final_metrics.json"
+    checkpoint = last_checkpoint(output_dir)
+    if not run_cfg.resume and (checkpoint or final_path.is_file()):
+        raise ConfigError(
+            f"output_dir {output_dir} already holds a run: set resume: true to continue it, "
+            "or choose another output_dir (nothing is deleted for you)"
+        )
+    saved_path = output_dir / "config.yaml"
+    if not saved_path.is_file():
+        return
+    saved = yaml.safe_load(saved_path.read_text()) or {}
+    new = run_cfg.model_dump(mode="json")
+    may_change = list(RESUME_MAY_CHANGE)
+    constant_lr = run_cfg.trainer.lr_scheduler == "constant"
+    if constant_lr and saved.get("trainer", {}).get("lr_scheduler") == "constant":
+        may_change.append("trainer.max_steps")
+    changes = changed_settings(saved, new, may_change)
+    if changes:
+        hint = (
+            "\n(trainer.max_steps may change only with trainer.lr_scheduler: constant)"
+            if any(c.startswith("trainer.max_steps:") for c in changes)
+            else ""
+        )
+        raise ConfigError(
+            f"{output_dir} holds a run made with other settings (saved in {saved_path}):\n  "
+            + "\n  ".join(changes)
+            + f"{hint}\nUse another output_dir, or delete {output_dir} to start over."
+        )
+    trained = max(
+        checkpoint_step(checkpoint) if checkpoint else 0,
+        json.loads(final_path.read_text())["global_step"] if final_path.is_file() else 0,
+    )
+    if trained > run_cfg.trainer.max_steps:
+        raise ConfigError(
+            f"trainer.max_steps={run_cfg.trainer.max_steps}, but {output_dir} already holds "
+            f"{trained} trained steps: use another output_dir for a shorter run"
+        )
+
+
+def check_wandb_installed(run_cfg: TrlRunConfig) -> None:
+    """Refuse logging.report_to: [wandb] without wandb, before the run directory is written."""
+    if "wandb" not in run_cfg.logging.report_to:
+        return
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "logging.report_to includes wandb, but wandb is not installed: "
+            "uv sync --extra trl (or pip install 'wandb>=0.21'), or drop wandb from "
+            "logging.report_to"
+        ) from None
+
+
+@contextmanager
+def wandb_run_environment(run_cfg: TrlRunConfig, output_dir: Path) -> Iterator[None]:
+    """With logging.report_to: [wandb], TRL's WandbCallback logs to a run made from
+    WANDB_MODE / WANDB_PROJECT / WANDB_DIR: set from `logging` (and WANDB_DIR = output_dir)
+    for this run unless already in the environment, and restored afterwards. The wandb run
+    is finished at the end (flushing an offline run's file), so another run in the same
+    process starts its own wandb run instead of logging into this one."""
+    if "wandb" not in run_cfg.logging.report_to:
+        yield
+        return
+    settings = {
+        "WANDB_MODE": run_cfg.logging.wandb_mode,
+        "WANDB_PROJECT": run_cfg.logging.wandb_project,
+        "WANDB_DIR": str(output_dir),
+    }
+    added = [name for name in settings if name not in os.environ]
+    os.environ.update({name: settings[name] for name in added})
+    exit_code = 1  # a run that raised is marked failed in wandb
+    try:
+        yield
+        exit_code = 0
+    finally:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.finish(exit_code=exit_code)
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
+    """Train with TRL's GRPOTrainer and DARLING rewards; return the final metrics.
+
+    `cfg` is the loaded YAML (`engine: trl`), validated here in full, or a config already
+    validated (`validate_trl_config`, `MiniConfig.arm_run`), used as it is. Output directory:
+    checkpoints (`checkpoint-N`), `config.yaml`, TensorBoard logs, `eval_history.jsonl`
+    (held-out evaluation at step 0, every `evaluation.every_steps`, and at the end) and
+    `final_metrics.json`. With `resume: true` (default) a rerun continues from the newest
+    checkpoint; a finished run returns its saved final metrics. A rerun whose settings
+    would change the results is refused, naming the keys (`check_resume_config`).
+
+    A policy whose tokenizer has a chat template (an instruct model) gets every prompt as
+    one user message, so TRL renders it in that template (and the held-out evaluation
+    too); a policy without one (the tiny policies, most base models) gets the plain text.
+    """
+    run_cfg = cfg if isinstance(cfg, TrlRunConfig) else validate_trl_config(cfg)
+    check_wandb_installed(run_cfg)
+    output_dir = Path(run_cfg.output_dir)
+    final_path = output_dir / "final_metrics.json"
+    check_resume_config(run_cfg)
+    if run_cfg.resume and final_path.is_file():
+        final = json.loads(final_path.read_text())
+        if final.get("global_step") == run_cfg.trainer.max_steps:
+            return final
+    output_dir.mkdir(parents=True, exist_ok=True)
+    save_config(run_cfg.model_dump(mode="json"), output_dir / "config.yaml")
+    note = zero_reward_note(run_cfg)
+    if note:
+        print(note, flush=True)
+    with wandb_run_environment(run_cfg, output_dir), upstream_deprecations_silenced():
+        return train(run_cfg, output_dir)
+
+
+def train(run_cfg: TrlRunConfig, output_dir: Path) -> dict[str, Any]:
+    """The body of `run`, once the run directory is checked and holds config.yaml."""
+    import torch
+    from datasets import Dataset
+    from transformers import set_seed
+    from trl import GRPOTrainer
+
+    from darling_nemo.trl.evaluate import append_history, run_evaluation, truncate_history
+    from darling_nemo.trl.policy import build_policy
+
+    final_path = output_dir / "final_metrics.json"
+    history_path = output_dir / "eval_history.jsonl"
+    if run_cfg.torch_threads is not None:
+        torch.set_num_threads(run_cfg.torch_threads)
+    set_seed(run_cfg.seed)
+    task = build_task(run_cfg)
+    model, tokenizer = build_policy(run_cfg, task, output_dir)
+    if tokenizer.chat_template:  # a chat/instruct policy: TRL renders each prompt in it
+        task.train_rows = conversational(task.train_rows)
+        task.heldout_rows = conversational(task.heldout_rows)
+    args = grpo_args(run_cfg, output_dir)
+    reward = DarlingReward(
+        task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=task.judge
+    )
+    resume_from = last_checkpoint(output_dir) if run_cfg.resume else None
+    resume_step = checkpoint_step(resume_from) if resume_from else 0
+    truncate_history(history_path, resume_step if resume_from else -1)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=Dataset.from_list(prompt_stream(task.train_rows, run_cfg)),
+        processing_class=tokenizer,
+        callbacks=[make_eval_callback(run_cfg, task, tokenizer, history_path)]
+        if task.heldout_rows
+        else None,
+    )
+    reward.check_trainer_args(trainer.args, trainer.reward_funcs)
+    if not run_cfg.logging.print_metrics:
+        silence_console_metrics(trainer)
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    train_seconds = time.perf_counter() - started
+    trainer.save_model(str(output_dir / "final"))
+
+    final: dict[str, Any] = {
+        "global_step": trainer.state.global_step,
+        "resumed_from_step": resume_step,
+    }
+    logged = [entry for entry in trainer.state.log_history if "darling/quality_mean" in entry]
+    (output_dir / "train_log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in logged))
+    if logged:
+        final.update({k: v for k, v in logged[-1].items() if k.startswith("darling/")})
+    if task.heldout_rows:
+        result = run_evaluation(run_cfg, task, trainer.model, tokenizer, trainer.state.global_step)
+        append_history(history_path, trainer.state.global_step, result)
+        final.update({f"eval/{k}": v for k, v in result.items()})
+    final["train_seconds_this_session"] = train_seconds
+    write_json(final_path, final)
+    return final

@@ -1,0 +1,212 @@
+"""What a TRL run trains on: prompts, their quality function and the pair judge.
+
+Three tasks (`task.kind`): the miniature's dice (`digit_sum`, its own multiset judge),
+verifiable math from a JSONL file (math-verify), and open-ended chat prompts scored by a
+reward model (or a length stand-in for smoke runs). Quality functions are TRL-style reward
+functions, `(prompts=..., completions=..., **dataset columns) -> floats`; `DarlingReward`
+turns them into DARLING advantages. Torch-free at import: the reward model loads torch
+when it is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from darling_nemo.core import PairJudge
+from darling_nemo.jsonl import read_jsonl
+from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
+from darling_nemo.schema import (
+    ChatTaskConfig,
+    ConfigError,
+    DigitSumTaskConfig,
+    LengthStandInQualityConfig,
+    MathTaskConfig,
+    RewardModelQualityConfig,
+    TrlRunConfig,
+)
+from darling_nemo.trl.reward import completion_text
+
+QualityFn = Callable[..., Sequence[float | None]]
+"""A TRL-style reward function: (prompts=..., completions=..., **dataset columns) -> floats."""
+
+
+def digit_sum_quality(task: DigitSum) -> QualityFn:
+    """1.0 for an answer of the right length, digits and total, else 0.0."""
+
+    def digit_sum_correct(
+        prompts: Sequence[str], completions: Sequence[Any], **_: Any
+    ) -> list[float]:
+        return [
+            float(task.is_correct(completion_text(p), completion_text(c)))
+            for p, c in zip(prompts, completions, strict=True)
+        ]
+
+    return digit_sum_correct
+
+
+def math_verify_quality(
+    prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[str], **_: Any
+) -> list[float]:
+    """1.0 if math-verify finds the reference answer in the completion (boxed or last), else 0.0."""
+    from math_verify import parse, verify
+
+    scores = []
+    for completion, reference in zip(completions, answer, strict=True):
+        gold = parse(f"${reference}$")
+        try:
+            scores.append(float(verify(gold, parse(completion_text(completion)))))
+        except Exception:  # math-verify raises on malformed LaTeX or a timeout: not correct
+            scores.append(0.0)
+    return scores
+
+
+def length_stand_in_quality(target_words: int) -> QualityFn:
+    """STAND-IN, not a quality measure: min(words, target) / target. Smoke runs only."""
+
+    def length_stand_in(
+        prompts: Sequence[Any], completions: Sequence[Any], **_: Any
+    ) -> list[float]:
+        return [
+            min(len(completion_text(c).split()), target_words) / target_words for c in completions
+        ]
+
+    return length_stand_in
+
+
+class RewardModelQuality:
+    """Scores (prompt, response) with a sequence-classification reward model (logit 0).
+
+    The pair is rendered with the reward model's chat template when it has one (user turn,
+    assistant turn), else as prompt + response, like TRL does for reward models.
+    """
+
+    __name__ = "reward_model"
+
+    def __init__(self, cfg: RewardModelQualityConfig) -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.name_or_path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            cfg.name_or_path, num_labels=1
+        ).to(self.device)
+        self.model.eval()
+        self.cfg = cfg
+
+    def render(self, prompt: Any, completion: Any) -> str:
+        """The reward model's input: the conversation in its chat template, if it has one."""
+        response = completion_text(completion)
+        if self.tokenizer.chat_template:
+            messages = (
+                [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+            )
+            messages.append({"role": "assistant", "content": response})
+            return self.tokenizer.apply_chat_template(messages, tokenize=False)
+        return completion_text(prompt) + response
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
+        import torch
+
+        texts = [self.render(p, c) for p, c in zip(prompts, completions, strict=True)]
+        scores: list[float] = []
+        for start in range(0, len(texts), self.cfg.batch_size):
+            encoded = self.tokenizer(
+                texts[start : start + self.cfg.batch_size],
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=self.cfg.max_length,
+                add_special_tokens=not self.tokenizer.chat_template,
+            ).to(self.device)
+            with torch.inference_mode():
+                scores.extend(self.model(**encoded).logits[:, 0].float().tolist())
+        return scores
+
+
+def column(rows: Sequence[Mapping[str, Any]], key: str, path: str, config_key: str) -> list[Any]:
+    """rows[i][key] for every row; a missing key names the file, line and config key."""
+    values = []
+    for number, row in enumerate(rows, start=1):
+        if key not in row:
+            raise ValueError(
+                f"{path}: row {number} has no {key!r} (set {config_key} to one of {sorted(row)})"
+            )
+        values.append(row[key])
+    return values
+
+
+def task_rows(task: MathTaskConfig | ChatTaskConfig) -> list[dict[str, Any]]:
+    """The first `max_prompts` rows of task.data_path; a missing or malformed file is a
+    ConfigError naming the key and every bad line."""
+    try:
+        return read_jsonl(task.data_path)[: task.max_prompts]
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(f"task.data_path: {err}") from None
+
+
+@dataclass
+class Task:
+    """What a run trains on: prompts (dicts with "prompt" and extra columns), quality, judge."""
+
+    train_rows: list[dict[str, Any]]
+    heldout_rows: list[dict[str, Any]]
+    quality: QualityFn
+    judge: PairJudge | None
+    word_vocabulary: list[str] | None  # tiny policies: a word tokenizer over these; None: chars
+
+
+def build_task(cfg: TrlRunConfig) -> Task:
+    """The task a config names, with its quality function and pair judge."""
+    task = cfg.task
+    if isinstance(task, DigitSumTaskConfig):  # (the schema refuses another judge here)
+        digit_sum = digit_sum_task(task)
+        targets = digit_sum_targets(task)
+        return Task(
+            train_rows=[{"prompt": prompt_text(t)} for t in targets["train"]],
+            heldout_rows=[{"prompt": prompt_text(t)} for t in targets["heldout"]],
+            quality=digit_sum_quality(digit_sum),
+            judge=multiset_judge,
+            word_vocabulary=digit_sum.vocabulary(),
+        )
+
+    from darling_nemo.judges import make_judge
+
+    judge = make_judge(cfg.darling.judge)
+    if isinstance(task, MathTaskConfig):
+        raw = task_rows(task)
+        questions = column(raw, task.question_key, task.data_path, "task.question_key")
+        answers = column(raw, task.answer_key, task.data_path, "task.answer_key")
+        rows = [
+            {"prompt": task.prompt_template.format(question=q), "answer": str(a)}
+            for q, a in zip(questions, answers, strict=True)
+        ]
+        split = len(rows) - task.heldout_prompts
+        if split < 1:
+            raise ValueError(
+                f"task.heldout_prompts={task.heldout_prompts} leaves no training prompts "
+                f"({len(rows)} rows in {task.data_path})"
+            )
+        return Task(rows[:split], rows[split:], math_verify_quality, judge, None)
+
+    assert isinstance(task, ChatTaskConfig)
+    raw = task_rows(task)
+    rows = [{"prompt": p} for p in column(raw, task.prompt_key, task.data_path, "task.prompt_key")]
+    if isinstance(task.quality, LengthStandInQualityConfig):
+        quality: QualityFn = length_stand_in_quality(task.quality.target_words)
+    else:
+        quality = RewardModelQuality(task.quality)
+    return Task(rows, [], quality, judge, None)
+
+
+def digit_sum_task(task: DigitSumTaskConfig) -> DigitSum:
+    return DigitSum(task.length, task.min_digit, task.max_digit)
+
+
+def digit_sum_targets(task: DigitSumTaskConfig) -> dict[str, list[int]]:
+    """Training and held-out target sums: every `heldout_every`-th target from min+1 is held out."""
+    targets = range(task.min_target, task.max_target + 1)
+    heldout = [t for t in targets if (t - task.min_target - 1) % task.heldout_every == 0]
+    return {"train": [t for t in targets if t not in heldout], "heldout": heldout}

@@ -1,0 +1,71 @@
+"""Fixtures several test modules share; plain helpers are in helpers.py."""
+
+from __future__ import annotations
+
+import runpy
+import string
+import sys
+
+import pytest
+from helpers import REPO
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """No Hugging Face hub: every model a test loads is a local folder."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models: one thread is fastest, and far faster when other processes share the CPU."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    """(tiny random Llama, tiny reward model) folders, built once per test module."""
+    from darling_nemo.evals.tiny import build_tiny_models
+
+    return build_tiny_models(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture
+def run_here(monkeypatch, capsys, offline, one_torch_thread):
+    """`run_here("eval_math.py", *args)`: the recipe in this interpreter (one torch thread,
+    no second torch import), from the repository root, as `__main__`; returns its stdout.
+    A recipe ends with `sys.exit(main())`: exit code 0 is its normal end, any other code
+    is raised to the test."""
+    monkeypatch.chdir(REPO)
+
+    def run(script: str, *args: str) -> str:
+        monkeypatch.setattr(sys, "argv", [script, *args])
+        try:
+            runpy.run_path(str(REPO / "recipes" / script), run_name="__main__")
+        except SystemExit as end:
+            if end.code not in (0, None):
+                raise
+        return capsys.readouterr().out
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def char_tokenizer_dir(tmp_path_factory) -> str:
+    """A real character-level fast tokenizer (`char_tokenizer` over string.printable, no
+    hub) with a chat template, saved where `from_pretrained` and NeMo-RL load it."""
+    from darling_nemo.trl.policy import char_tokenizer
+
+    tok = char_tokenizer(tuple(string.printable))
+    tok.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    path = tmp_path_factory.mktemp("char_tokenizer")
+    tok.save_pretrained(path)
+    return str(path)

@@ -1,0 +1,51 @@
+"""Plain helpers several test modules share (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# One torch thread: on a small shared CI machine, thread oversubscription makes a tiny
+# model's generate() hundreds of times slower.
+RECIPE_ENV = {
+    **os.environ,
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "OMP_NUM_THREADS": "1",
+}
+
+
+def run_recipe(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`recipes/<script>` as a user runs it: a fresh interpreter, from the repository root,
+    offline. With `check`, a non-zero exit fails the test with the end of its stderr."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "recipes" / script), *args],
+        cwd=REPO,
+        env=RECIPE_ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def nemo_config(darling: dict | None = None, **grpo) -> dict:
+    """The NeMo-RL keys that nemo_rl.checks reads, consistent with DARLING's defaults;
+    `grpo` keys and `darling` settings override them."""
+    return {
+        "grpo": {
+            "normalize_rewards": False,
+            "use_leave_one_out_baseline": False,
+            "num_generations_per_prompt": 8,
+            "async_grpo": {"enabled": False},
+            "reward_shaping": {"enabled": False},
+            **grpo,
+        },
+        "loss_fn": {"token_level_loss": True},
+        "darling": {"judge": {"kind": "lexical"}, **(darling or {})},
+    }
