@@ -4,6 +4,7 @@ end to end on a tiny random Llama (generate -> grade -> summary -> resume)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -200,7 +201,7 @@ def test_summary_hand_values():
 
 
 @pytest.mark.slow
-def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_here):
+def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_here, capsys):
     lm, _ = tiny_models
     out = tmp_path / "math"
     args = ["--config", "conf/eval/math_tiny.yaml", f"generator.model={lm}", f"output_dir={out}"]
@@ -236,13 +237,17 @@ def test_math_recipe_end_to_end_and_resume(tiny_models, tmp_path, run_here):
     assert "8 of 8 problems already done" in third
     assert json.loads((out / "summary.json").read_text()) == summary
 
-    # Changing what the samples depend on is refused, not silently mixed; the message names
-    # the key path and its two values, without a traceback.
-    with pytest.raises(
-        SystemExit,
-        match=r"^error: .*\(sampling\.temperature: 0\.6 -> 1\.0\)\. Use a new output_dir",
-    ):
+    # Changing what the samples depend on is refused, not silently mixed: one line naming the
+    # key path and its two values, without a traceback, and the config-error exit code 2.
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
         run_here("eval_math.py", *args, "sampling.temperature=1.0")
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(
+        r"^eval_math: .*\(sampling\.temperature: 0\.6 -> 1\.0\)\. Use a new output_dir", err, re.M
+    ), err
+    assert "Traceback" not in err
 
 
 @pytest.mark.slow
