@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from darling_nemo.config import load_config
+from darling_nemo.nemo_rl.adapter import OVERLAP_ON
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
 
 REPO = Path(__file__).resolve().parent.parent
@@ -165,6 +167,10 @@ def test_rehearsal_passes(config):
     print(f"REHEARSAL {config}: {verdict(out)} in {wall:.0f} s")
     assert verdict(out).startswith("rehearsal: PASS"), verdict(out)
     assert rc == 0
+    # darling.overlap (the default) was on: the judge ran while NeMo-RL computed log-probs
+    logs = Path(re.search(r"logs in (\S+?)\)", out).group(1))
+    for run in ("run1.log", "run2.log"):
+        assert OVERLAP_ON in (logs / run).read_text(), run
     for phase in ("prepare", "ray", "run 1", "run 2"):
         assert any(
             line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines()
