@@ -24,7 +24,7 @@ threshold calibrated on it).
 mode bi_encoder: fine-tunes the embedding judge's sentence-transformers model with a
 contrastive loss on cos(embed(a), embed(b)); the threshold is calibrated on the training
 part only, so the held-out accuracy at it is an honest estimate. Loaded by the embedding
-judge. Settings: `ClassifierTrainConfig` in schema.py.
+judge. Settings: `ClassifierTrainConfig` in darling_nemo/schema/classifier.py.
 """
 
 from __future__ import annotations
