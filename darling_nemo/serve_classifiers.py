@@ -11,7 +11,7 @@ GPU with CUDA_VISIBLE_DEVICES set, waits until every server answers /health, pri
 endpoint list in the form `darling.judge.endpoints` takes (and writes it to
 `endpoints_file`), then stays in the foreground: if one server dies the others are stopped
 and the command fails; SIGTERM/SIGINT stop them all. Settings: `ClassifierServersConfig`
-in darling_nemo/schema.py, from `--config` and `key=value` overrides.
+in darling_nemo/schema/classifier.py, from `--config` and `key=value` overrides.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Typed configs of the evaluation recipes: every default of an evaluation lives here, once.
 
-Kept apart from darling_nemo/schema.py (the `darling:` training section) because no
-training code reads these and they are as long as that file; the partition judge reuses
-its `JudgeConfig` so a judge is configured the same way for training and evaluation.
+Beside its only readers (darling_nemo/evals/, recipes/eval_*.py) rather than in
+darling_nemo/schema/ (the training configs, one module per reader): no training code reads
+these. The partition judge reuses `schema.JudgeConfig`, so a judge is configured the same
+way for training and evaluation.
 Unknown keys are errors naming the key path (`extra="forbid"`).
 """
 

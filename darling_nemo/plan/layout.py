@@ -36,7 +36,7 @@ ABSENT_KEY_DEFAULTS: dict[str, Any] = {
     # grpo.setup(): `"reward_model" in env and ...["enabled"]`, so no section, no reward model.
     "env.reward_model.enabled": False,
     # darling-nemo's own section, which a plain NeMo-RL config lacks: validate_darling(None)
-    # is the schema's defaults (darling_nemo/schema.py holds them).
+    # is the schema's defaults (darling_nemo/schema/ holds them).
     "darling": None,
 }
 
