@@ -374,3 +374,41 @@ def test_chat_prompt_processor_keeps_raw_content_and_templated_ids(char_tokenize
     # "<user>Write a poem\n<assistant>" is 30 characters > 10: cut to 4 tokens, masked out.
     assert too_long["length"] == 30 and too_long["loss_multiplier"] == 0.0
     assert len(too_long["message_log"][0]["token_ids"]) == 4
+
+
+class RecordingJudge(PairsJudge):
+    def __init__(self):
+        self.seen: list[tuple[str, str]] = []
+
+    def __call__(self, pairs):
+        self.seen += list(pairs)
+        return super().__call__(pairs)
+
+
+def test_prompts_cut_for_length_stay_out_of_the_partition():
+    # NeMo-RL's processors cut over-long prompts to 4 tokens with loss_multiplier 0, so two
+    # different long prompts arrive as one "prompt" (here "cut"). Rows 0-2 are a real group
+    # (long_a, long_a + x, long_b: classes {0,1}, {2} -> d = [1/2, 1/2, 1]); rows 3-5 are cut
+    # prompts: never judged, diversity 1, reward = quality.
+    long_a = "alpha " + " ".join(["w"] * 8)
+    long_b = "beta " + " ".join(["w"] * 8)
+    rows = [
+        (PROMPT_A, long_a, 1.0),
+        (PROMPT_A, long_a + " x", 1.0),
+        (PROMPT_A, long_b, 1.0),
+        ("cut", "gamma " + " ".join(["v"] * 8), 1.0),
+        ("cut", "delta " + " ".join(["v"] * 8), 0.0),
+        ("cut", "gamma " + " ".join(["v"] * 8) + " y", 1.0),
+    ]
+    batch = rollout_batch(rows)
+    batch["loss_multiplier"] = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    judge = RecordingJudge()
+    darling = validate_darling({"judge": {"kind": "lexical", "threshold": 0.5}})
+    t = DarlingRewardTransform(darling, judge)
+    result = t.apply(batch)
+    assert all("v" not in a.split() and "v" not in b.split() for a, b in judge.seen)
+    np.testing.assert_allclose(result.diversity, [0.5, 0.5, 1.0])
+    np.testing.assert_allclose(batch[DIVERSITY_KEY].numpy(), [0.5, 0.5, 1.0, 1.0, 1.0, 1.0])
+    # kept rows: q x d = [0.5, 0.5, 1]; cut rows: their quality
+    np.testing.assert_allclose(batch["total_reward"].numpy(), [0.5, 0.5, 1.0, 1.0, 0.0, 1.0])
+    assert t.pop_metrics()["pairs_judged"] == 3.0  # the 3 pairs of the real group only

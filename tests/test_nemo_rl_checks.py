@@ -102,3 +102,30 @@ def test_leave_one_out_std_differs_between_nemo_rl_and_the_core():
     assert float(std[0]) == pytest.approx(0.0)
     # Response 1: others (1, 0, 0): NeMo-RL std = sqrt(1/3) ~ 0.577, not the core's 0.5.
     assert float(std[1]) == pytest.approx(np.sqrt(1 / 3), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("grpo", "key"),
+    [
+        ({"use_dynamic_sampling": True}, "grpo.use_dynamic_sampling=true is not supported"),
+        ({"overlong_filtering": True}, "grpo.overlong_filtering=true is not supported"),
+    ],
+)
+def test_features_that_see_rewards_before_or_after_darling_are_refused_by_key(grpo, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate_nemo_rl_config(nemo_config(**grpo))
+
+
+def test_a_save_format_without_dtensor_v2_is_refused_naming_the_key():
+    # NeMo-RL v0.4.0's Policy.save_checkpoint raises at the first save for any non-null
+    # format unless policy.dtensor_cfg._v2 is true (the Megatron configs' old value).
+    cfg = nemo_config()
+    cfg["checkpointing"] = {"model_save_format": "safetensors"}
+    cfg["policy"] = {"dtensor_cfg": {"enabled": False, "_v2": False}}
+    with pytest.raises(ConfigError, match=r"checkpointing\.model_save_format=safetensors"):
+        validate_nemo_rl_config(cfg)
+    cfg["checkpointing"]["model_save_format"] = None  # what the configs ship now
+    assert validate_nemo_rl_config(cfg).enabled is True
+    cfg["checkpointing"]["model_save_format"] = "safetensors"
+    cfg["policy"]["dtensor_cfg"]["_v2"] = True  # NeMo-RL's own DTensor-v2 examples
+    assert validate_nemo_rl_config(cfg).enabled is True

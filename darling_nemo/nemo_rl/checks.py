@@ -89,6 +89,24 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
             "std, so logged and trained advantages would differ. Use baseline=mean with "
             "normalize_std=true, or normalize_std=false."
         )
+    token_level = need("loss_fn.token_level_loss")
+    if token_level is not None and not token_level:
+        problems.append(
+            "loss_fn.token_level_loss=false: the reference (DARLING and its GRPO baseline) "
+            "averages the loss over all response tokens of the batch; set it true."
+        )
+    generations = need("grpo.num_generations_per_prompt")
+    if generations is not None and generations < 2:
+        problems.append(
+            f"grpo.num_generations_per_prompt={generations}: diversity and a group baseline "
+            "need at least 2 responses per prompt."
+        )
+    return problems + unsupported_features(cfg, darling)
+
+
+def unsupported_features(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
+    """NeMo-RL features the DARLING hook cannot work with, each refused naming its key."""
+    problems: list[str] = []
     found, shaping_enabled = _lookup(cfg, "grpo.reward_shaping.enabled")
     if found and shaping_enabled and darling.enabled:
         problems.append(
@@ -96,12 +114,6 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
             "NeMo-RL applies reward shaping (the DAPO overlong penalty) after the DARLING "
             "reward, adding it to quality x diversity. Set it false (GRPO baselines with "
             "darling.enabled=false may use it)."
-        )
-    token_level = need("loss_fn.token_level_loss")
-    if token_level is not None and not token_level:
-        problems.append(
-            "loss_fn.token_level_loss=false: the reference (DARLING and its GRPO baseline) "
-            "averages the loss over all response tokens of the batch; set it true."
         )
     found, async_enabled = _lookup(cfg, "grpo.async_grpo.enabled")
     if found and async_enabled:
@@ -134,12 +146,6 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
             "Policy.save_checkpoint refuses a format unless policy.dtensor_cfg._v2=true, so "
             "the run would crash at its first checkpoint. Set it null (the Megatron worker "
             "writes its own format)."
-        )
-    generations = need("grpo.num_generations_per_prompt")
-    if generations is not None and generations < 2:
-        problems.append(
-            f"grpo.num_generations_per_prompt={generations}: diversity and a group baseline "
-            "need at least 2 responses per prompt."
         )
     return problems
 
