@@ -38,9 +38,8 @@ from darling_nemo.evals.math import run_name_of
 from darling_nemo.evals.records import (
     JsonlWriter,
     check_resume,
-    latest_by_key,
+    latest_records,
     load_prompts,
-    read_jsonl,
     write_json,
 )
 from darling_nemo.evals.schema import (
@@ -378,7 +377,7 @@ def run_noveltybench(
     gen_path, score_path = out / "generations.jsonl", out / "scores.jsonl"
 
     # Stage 1: generations.
-    generated = latest_by_key(read_jsonl(gen_path), "id")
+    generated = latest_records(gen_path, "id")
     if cfg.stage in ("all", "generate"):
         generated = generate_to_jsonl(
             cfg.generator,
@@ -401,7 +400,7 @@ def run_noveltybench(
         )
     judge_info = describe_judge(cfg.judge, cfg.pair_input)
     check_score_resume(cfg, out)
-    scored = latest_by_key(read_jsonl(score_path), "id")
+    scored = latest_records(score_path, "id")
     for record in scored.values():  # scores written before utility_darling was recorded
         if "utility_darling" not in record:
             record.update(novelty_scores(record["ratings"], record["partition"], cfg.patience))
