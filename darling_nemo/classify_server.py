@@ -97,6 +97,63 @@ class Batcher:
         return await future
 
 
+def request_texts(body: Any, served_name: str) -> list[str] | web.Response:
+    """The texts a /classify body asks for, or the error response vLLM gives."""
+    if not isinstance(body, dict):
+        return error_response("request body must be a JSON object", 400)
+    model = body.get("model")
+    if model is not None and model != served_name:
+        return error_response(f"The model `{model}` does not exist.", 404, "NotFoundError")
+    texts = body.get("input")
+    if isinstance(texts, str):
+        if not texts:
+            return error_response("Input cannot be empty for classification", 400)
+        texts = [texts]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return error_response("`input` must be a string or a list of strings", 400)
+    return texts
+
+
+def too_long_response(ids: list[list[int]], max_model_len: int) -> web.Response | None:
+    for seq in ids:
+        if len(seq) > max_model_len:
+            return error_response(
+                f"This model's maximum context length is {max_model_len} tokens. However, "
+                f"you requested {len(seq)} tokens in the input for classification. Please "
+                "reduce the length of the input.",
+                400,
+            )
+    return None
+
+
+def classify_body(
+    classifier: SequenceClassifier, served_name: str, ids: list[list[int]], probs: np.ndarray
+) -> dict[str, Any]:
+    data = [
+        {
+            "index": k,
+            "label": classifier.id2label.get(int(np.argmax(p))),
+            "probs": [float(x) for x in p],
+            "num_classes": len(p),
+        }
+        for k, p in enumerate(probs)
+    ]
+    tokens = sum(len(seq) for seq in ids)
+    return {
+        "id": f"classify-{uuid.uuid4().hex}",
+        "object": "list",
+        "created": int(time.time()),
+        "model": served_name,
+        "data": data,
+        "usage": {
+            "prompt_tokens": tokens,
+            "total_tokens": tokens,
+            "completion_tokens": 0,
+            "prompt_tokens_details": None,
+        },
+    }
+
+
 def make_app(
     classifier: SequenceClassifier,
     served_name: str,
@@ -113,61 +170,23 @@ def make_app(
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             return error_response("request body is not valid JSON", 400)
-        if not isinstance(body, dict):
-            return error_response("request body must be a JSON object", 400)
-        model = body.get("model")
-        if model is not None and model != served_name:
-            return error_response(f"The model `{model}` does not exist.", 404, "NotFoundError")
-        texts = body.get("input")
-        if isinstance(texts, str):
-            if not texts:
-                return error_response("Input cannot be empty for classification", 400)
-            texts = [texts]
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            return error_response("`input` must be a string or a list of strings", 400)
+        texts = request_texts(body, served_name)
+        if isinstance(texts, web.Response):
+            return texts
         ids = await batcher.encode(texts) if texts else []
         keep = body.get("truncate_prompt_tokens")
         if isinstance(keep, int) and keep > 0:
             ids = [seq[-keep:] for seq in ids]  # vLLM keeps the last k tokens
-        for seq in ids:
-            if len(seq) > max_model_len:
-                return error_response(
-                    f"This model's maximum context length is {max_model_len} tokens. However, "
-                    f"you requested {len(seq)} tokens in the input for classification. Please "
-                    "reduce the length of the input.",
-                    400,
-                )
+        too_long = too_long_response(ids, max_model_len)
+        if too_long is not None:
+            return too_long
         probs = await batcher.classify(ids) if ids else np.zeros((0, classifier.num_labels))
-        data = [
-            {
-                "index": k,
-                "label": classifier.id2label.get(int(np.argmax(p))),
-                "probs": [float(x) for x in p],
-                "num_classes": len(p),
-            }
-            for k, p in enumerate(probs)
-        ]
-        tokens = sum(len(seq) for seq in ids)
         nonlocal answered
         answered += 1
         if exit_after_classify is not None and answered >= exit_after_classify:
             # A crash, not a shutdown: the process vanishes right after this reply is sent.
             asyncio.get_running_loop().call_later(0.2, os._exit, 1)
-        return web.json_response(
-            {
-                "id": f"classify-{uuid.uuid4().hex}",
-                "object": "list",
-                "created": int(time.time()),
-                "model": served_name,
-                "data": data,
-                "usage": {
-                    "prompt_tokens": tokens,
-                    "total_tokens": tokens,
-                    "completion_tokens": 0,
-                    "prompt_tokens_details": None,
-                },
-            }
-        )
+        return web.json_response(classify_body(classifier, served_name, ids, probs))
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200)

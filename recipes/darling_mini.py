@@ -69,24 +69,16 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"{args.config}: {err}")
     if cfg.torch_threads is not None:
         torch.set_num_threads(cfg.torch_threads)
-    task = digit_sum_task(cfg.task)
     split = digit_sum_targets(cfg.task)
-    targets = split["train"] + split["heldout"]
     max_positions = len(prompt_text(0).split()) + cfg.trainer.max_completion_length
-
-    def warm_start_settings(seed: int) -> dict:
-        """Everything a seed's warm start depends on; saved next to it."""
-        return {
-            "seed": seed,
-            "max_positions": max_positions,
-            **cfg.model_dump(mode="json", include={"policy", "task", "warm_start", "cpu_kernels"}),
-        }
 
     # 2. Reuse only what was made with these settings: a warm start or arm made with other
     # settings is refused (naming the keys) before anything trains, never mixed in.
     try:
         for seed in cfg.seeds:
-            check_warm_start(out / f"seed-{seed}" / "warm_start", warm_start_settings(seed))
+            check_warm_start(
+                out / f"seed-{seed}" / "warm_start", warm_start_settings(cfg, seed, max_positions)
+            )
             for name in cfg.arms:
                 check_resume_config(cfg.arm_run(seed, name))
     except ConfigError as err:
@@ -100,33 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
         # 3. Warm start: one tiny policy per seed, unsure but capable, shared by every arm.
         warm_dir = out / f"seed-{seed}" / "warm_start"
         if not (warm_dir / "config.json").is_file():
-            warm_dir.mkdir(parents=True, exist_ok=True)
-            write_json(warm_dir / WARM_START_SETTINGS, warm_start_settings(seed))
-            tokenizer = word_tokenizer(task.vocabulary())
-            torch.manual_seed(seed)
-            model = tiny_llama(
-                tokenizer,
-                hidden_size=cfg.policy.hidden_size,
-                num_layers=cfg.policy.num_layers,
-                num_heads=cfg.policy.num_heads,
-                intermediate_size=cfg.policy.intermediate_size,
-                max_positions=max_positions,
-            )
-            losses = warm_start(
-                model,
-                tokenizer,
-                task,
-                targets,
-                steps=cfg.warm_start.steps,
-                batch_size=cfg.warm_start.batch_size,
-                learning_rate=cfg.warm_start.learning_rate,
-                zipf_exponent=cfg.warm_start.zipf_exponent,
-                seed=seed,
-                progress=cfg.logging.progress_bar,
-            )
-            print(f"seed {seed}: warm start {len(losses)} steps, last loss {losses[-1]:.3f}")
-            tokenizer.save_pretrained(warm_dir)
-            model.save_pretrained(warm_dir)
+            make_warm_start(cfg, seed, split["train"] + split["heldout"], max_positions, warm_dir)
 
         # 4. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
         for name in cfg.arms:
@@ -141,6 +107,49 @@ def main(argv: list[str] | None = None) -> dict:
     wall = time.perf_counter() - started
     write_report(cfg, out, split["heldout"], per_arm, warm, wall)
     return {"arms": per_arm, "warm_start": warm, "wall_seconds": wall}
+
+
+def warm_start_settings(cfg: MiniConfig, seed: int, max_positions: int) -> dict:
+    """Everything a seed's warm start depends on; saved next to it."""
+    return {
+        "seed": seed,
+        "max_positions": max_positions,
+        **cfg.model_dump(mode="json", include={"policy", "task", "warm_start", "cpu_kernels"}),
+    }
+
+
+def make_warm_start(
+    cfg: MiniConfig, seed: int, targets: list[int], max_positions: int, warm_dir: Path
+) -> None:
+    """Trains one seed's tiny policy from scratch and saves it (and its settings) to warm_dir."""
+    warm_dir.mkdir(parents=True, exist_ok=True)
+    write_json(warm_dir / WARM_START_SETTINGS, warm_start_settings(cfg, seed, max_positions))
+    task = digit_sum_task(cfg.task)
+    tokenizer = word_tokenizer(task.vocabulary())
+    torch.manual_seed(seed)
+    model = tiny_llama(
+        tokenizer,
+        hidden_size=cfg.policy.hidden_size,
+        num_layers=cfg.policy.num_layers,
+        num_heads=cfg.policy.num_heads,
+        intermediate_size=cfg.policy.intermediate_size,
+        max_positions=max_positions,
+    )
+    losses = warm_start(
+        model,
+        tokenizer,
+        task,
+        targets,
+        steps=cfg.warm_start.steps,
+        batch_size=cfg.warm_start.batch_size,
+        learning_rate=cfg.warm_start.learning_rate,
+        zipf_exponent=cfg.warm_start.zipf_exponent,
+        seed=seed,
+        progress=cfg.logging.progress_bar,
+    )
+    print(f"seed {seed}: warm start {len(losses)} steps, last loss {losses[-1]:.3f}")
+    tokenizer.save_pretrained(warm_dir)
+    model.save_pretrained(warm_dir)
 
 
 def write_report(

@@ -145,33 +145,9 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or minilm_cross_encoder(Path(tmp) / "minilm-cross-encoder")
-        common = {"template": "modernbert", "max_length": args.max_length, "truncation": "tokens"}
-        procs, urls = start_servers(model, args.servers)
-        try:
-            endpoints = [{"url": u, "model": f"similarity_gpu_{k}"} for k, u in enumerate(urls)]
-            served_common = {"endpoints": endpoints, "tokenizer": model, **common}
-            reference = make_judge(
-                ServedJudgeConfig(**served_common, pairs_per_request=1, max_concurrency=len(pairs))
-            )
-            batched = make_judge(
-                ServedJudgeConfig(**served_common, pairs_per_request=args.pairs_per_request)
-            )
-            in_process = make_judge(CrossEncoderJudgeConfig(model=model, batch_size=32, **common))
-            rates = {
-                "reference pattern (1 pair/request, all at once)": pairs_per_second(
-                    reference, pairs
-                ),
-                f"batched requests ({args.pairs_per_request} pairs/request)": pairs_per_second(
-                    batched, pairs
-                ),
-                "in-process batched (32 pairs/forward)": pairs_per_second(in_process, pairs),
-            }
-            reference.close()
-            batched.close()
-        finally:
-            for p in procs:
-                p.terminate()
-                p.wait()
+        rates = measure_pair_rates(
+            model, pairs, args.servers, args.pairs_per_request, args.max_length
+        )
 
     print(
         f"Part 1: {args.pairs} NoveltyBench pairs, {Path(model).name if args.model else 'MiniLM-L6 cross-encoder'}, "
@@ -181,9 +157,50 @@ def main(argv: list[str] | None = None) -> None:
         http = f"{requests:5d} requests" if requests is not None else "      no HTTP"
         print(f"  {name:<52} {rate:8.1f} pairs/s {http}")
 
+    seeds = [r for r in responses[2 * args.pairs :] if len(r.split()) > 40]
+    print_judged_pairs_per_group(seeds, args.groups, rng)
+
+
+def measure_pair_rates(
+    model: str,
+    pairs: list[tuple[str, str]],
+    servers: int,
+    pairs_per_request: int,
+    max_length: int,
+) -> dict[str, tuple[float, int | None]]:
+    """Part 1: pairs/s (and HTTP requests) of the reference, batched and in-process judges."""
+    common = {"template": "modernbert", "max_length": max_length, "truncation": "tokens"}
+    procs, urls = start_servers(model, servers)
+    try:
+        endpoints = [{"url": u, "model": f"similarity_gpu_{k}"} for k, u in enumerate(urls)]
+        served_common = {"endpoints": endpoints, "tokenizer": model, **common}
+        reference = make_judge(
+            ServedJudgeConfig(**served_common, pairs_per_request=1, max_concurrency=len(pairs))
+        )
+        batched = make_judge(
+            ServedJudgeConfig(**served_common, pairs_per_request=pairs_per_request)
+        )
+        in_process = make_judge(CrossEncoderJudgeConfig(model=model, batch_size=32, **common))
+        rates = {
+            "reference pattern (1 pair/request, all at once)": pairs_per_second(reference, pairs),
+            f"batched requests ({pairs_per_request} pairs/request)": pairs_per_second(
+                batched, pairs
+            ),
+            "in-process batched (32 pairs/forward)": pairs_per_second(in_process, pairs),
+        }
+        reference.close()
+        batched.close()
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait()
+    return rates
+
+
+def print_judged_pairs_per_group(seeds: list[str], groups_per_row: int, rng: random.Random) -> None:
+    """Part 2: how many pairs the wave partition judges per group of 8, by group structure."""
     judge = make_judge(EmbeddingJudgeConfig())
     threshold = EmbeddingJudgeConfig().threshold
-    seeds = [r for r in responses[2 * args.pairs :] if len(r.split()) > 40]
     structures = {
         "1 class (8)": [8],
         "2 classes (4+4)": [4, 4],
@@ -192,13 +209,13 @@ def main(argv: list[str] | None = None) -> None:
         "8 distinct": [1] * 8,
     }
     print(
-        f"\nPart 2: judged pairs per group of 8 ({args.groups} groups per row), embedding "
+        f"\nPart 2: judged pairs per group of 8 ({groups_per_row} groups per row), embedding "
         f"judge at {threshold}\n"
         f"{'built as':<20} {'all pairs':>9} {'after lexical':>13} {'judged(wave)':>12} "
         f"{'ratio':>6} {'classes(wave)':>14} {'classes(all)':>13} {'same':>5}"
     )
     for name, sizes in structures.items():
-        groups = make_groups(seeds, sizes, args.groups, rng)
+        groups = make_groups(seeds, sizes, groups_per_row, rng)
         waves = partition_groups(groups, judge, threshold)
         full = [partition_all_pairs(g, judge, threshold) for g in groups]
         judged = sum(p.pairs_judged for p in waves) / len(groups)

@@ -32,9 +32,8 @@ from darling_nemo.evals.math import run_name_of
 from darling_nemo.evals.records import (
     JsonlWriter,
     check_resume,
-    latest_by_key,
+    latest_records,
     load_prompts,
-    read_jsonl,
     write_json,
 )
 from darling_nemo.evals.schema import (
@@ -368,17 +367,57 @@ def _opponent(path: str) -> tuple[str, dict[str, dict[str, Any]]]:
         raise ConfigError(f"pairwise.opponents: {generations} not found")
     summary = folder / "summary.json"
     name = json.loads(summary.read_text())["run_name"] if summary.exists() else folder.name
-    return name, latest_by_key(read_jsonl(generations), "id")
+    return name, latest_records(generations, "id")
+
+
+def _needs_judging(judged: dict[str, dict[str, Any]], key: str, retry_failed: bool) -> bool:
+    """Not yet judged, or failed and retry_failed is set: a finished item is never redone."""
+    status = judged.get(key, {}).get("status")
+    return not (status == "ok" or (status == "failed" and not retry_failed))
+
+
+def _call_record(
+    key: str, ident: dict[str, Any], result: CallResult, values: dict[str, Any]
+) -> dict[str, Any]:
+    """One judged item's line: its key and identity, status, parsed values, then the call's
+    attempts, errors and last reply (kept for failed items too: nothing dropped silently)."""
+    return {
+        "key": key,
+        **ident,
+        "status": "ok" if result.ok else "failed",
+        **values,
+        "attempts": result.attempts,
+        "errors": result.errors,
+        "reply": result.reply,
+    }
+
+
+def _run_and_record(
+    judge: EndpointConfig,
+    jobs: list,
+    path: Path,
+    judged: dict[str, dict[str, Any]],
+    make_record: Callable[[str, CallResult], dict[str, Any]],
+    desc: str,
+) -> None:
+    """Runs the jobs, appending each result's record to path (the resume point) and judged."""
+    with JsonlWriter(path) as writer:
+
+        def on_result(key: str, result: CallResult) -> None:
+            record = make_record(key, result)
+            writer.write(record)
+            judged[key] = record
+
+        run_calls(judge, jobs, on_result, desc)
 
 
 def _judge_rubric(cfg: CreativeEvalConfig, generated: dict, prompts: list, path: Path) -> dict:
-    judged = latest_by_key(read_jsonl(path), "key")
+    judged = latest_records(path, "key")
     jobs = []
     for p in prompts:
         for s, piece in enumerate(generated[p["id"]]["generations"]):
             key = f"{p['id']}#{s}"
-            status = judged.get(key, {}).get("status")
-            if status == "ok" or (status == "failed" and not cfg.retry_failed):
+            if not _needs_judging(judged, key, cfg.retry_failed):
                 continue
             jobs.append(
                 (
@@ -388,32 +427,27 @@ def _judge_rubric(cfg: CreativeEvalConfig, generated: dict, prompts: list, path:
                 )
             )
     print(f"creative rubric: {len(jobs)} pieces to judge")
-    with JsonlWriter(path) as writer:
 
-        def on_result(key: str, result: CallResult) -> None:
-            pid, sample = key.rsplit("#", 1)
-            record = {
-                "key": key,
-                "id": pid,
-                "sample": int(sample),
-                "status": "ok" if result.ok else "failed",
+    def rubric_record(key: str, result: CallResult) -> dict[str, Any]:
+        pid, sample = key.rsplit("#", 1)
+        return _call_record(
+            key,
+            {"id": pid, "sample": int(sample)},
+            result,
+            {
                 "scores": result.value,
                 "score": piece_score(result.value, cfg.rubric) if result.ok else None,
-                "attempts": result.attempts,
-                "errors": result.errors,
-                "reply": result.reply,
-            }
-            writer.write(record)
-            judged[key] = record
+            },
+        )
 
-        run_calls(cfg.judge, jobs, on_result, "creative rubric")
+    _run_and_record(cfg.judge, jobs, path, judged, rubric_record, "creative rubric")
     return judged
 
 
 def _judge_pairwise(
     cfg: CreativeEvalConfig, me: str, generated: dict, prompts: list, path: Path
 ) -> dict:
-    judged = latest_by_key(read_jsonl(path), "key")
+    judged = latest_records(path, "key")
     pw: PairwiseConfig = cfg.pairwise
     jobs = []
     for opponent_dir in pw.opponents:
@@ -427,8 +461,7 @@ def _judge_pairwise(
             for s in range(min(len(mine), len(theirs))):
                 for order in (0, 1) if pw.both_orders else (0,):
                     key = f"{other}|{p['id']}#{s}|{order}"
-                    status = judged.get(key, {}).get("status")
-                    if status == "ok" or (status == "failed" and not cfg.retry_failed):
+                    if not _needs_judging(judged, key, cfg.retry_failed):
                         continue
                     a, b = (mine[s], theirs[s]) if order == 0 else (theirs[s], mine[s])
                     text = PAIRWISE_PROMPT.format(
@@ -445,32 +478,22 @@ def _judge_pairwise(
                         )
                     )
     print(f"creative pairwise: {len(jobs)} comparisons to judge")
-    with JsonlWriter(path) as writer:
 
-        def on_result(key: str, result: CallResult) -> None:
-            other, item, order = key.split("|")
-            a, b = (me, other) if order == "0" else (other, me)
-            plus_a, plus_b = result.value if result.ok else (None, None)
-            outcome = None
-            if result.ok:
-                outcome = 1.0 if plus_a > plus_b else 0.0 if plus_b > plus_a else 0.5
-            record = {
-                "key": key,
-                "a": a,
-                "b": b,
-                "item": item,
-                "status": "ok" if result.ok else "failed",
-                "plus_a": plus_a,
-                "plus_b": plus_b,
-                "score_a": outcome,
-                "attempts": result.attempts,
-                "errors": result.errors,
-                "reply": result.reply,
-            }
-            writer.write(record)
-            judged[key] = record
+    def pairwise_record(key: str, result: CallResult) -> dict[str, Any]:
+        other, item, order = key.split("|")
+        a, b = (me, other) if order == "0" else (other, me)
+        plus_a, plus_b = result.value if result.ok else (None, None)
+        outcome = None
+        if result.ok:
+            outcome = 1.0 if plus_a > plus_b else 0.0 if plus_b > plus_a else 0.5
+        return _call_record(
+            key,
+            {"a": a, "b": b, "item": item},
+            result,
+            {"plus_a": plus_a, "plus_b": plus_b, "score_a": outcome},
+        )
 
-        run_calls(cfg.judge, jobs, on_result, "creative pairwise")
+    _run_and_record(cfg.judge, jobs, path, judged, pairwise_record, "creative pairwise")
     return judged
 
 

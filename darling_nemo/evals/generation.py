@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
-from darling_nemo.evals.records import JsonlWriter, check_resume, latest_by_key, read_jsonl
+from darling_nemo.evals.records import JsonlWriter, check_resume, latest_records
 from darling_nemo.evals.schema import GeneratorConfig, PromptConfig, SamplingConfig
 from darling_nemo.schema import ConfigError
 
@@ -256,7 +256,7 @@ def generate_to_jsonl(
     """
     check_resume(path.parent, stage, generation_settings(generator, prompt, sampling))
     desc = stage.replace("-", " ")
-    generated = latest_by_key(read_jsonl(path), "id")
+    generated = latest_records(path, "id")
     pending = [p for p in prompts if p["id"] not in generated]
     print(f"{desc}: {len(prompts) - len(pending)} of {len(prompts)} prompts already generated")
     if not pending:

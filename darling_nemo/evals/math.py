@@ -29,8 +29,7 @@ from darling_nemo.evals.generation import (
 from darling_nemo.evals.records import (
     JsonlWriter,
     check_resume,
-    latest_by_key,
-    read_jsonl,
+    latest_records,
     write_json,
 )
 from darling_nemo.evals.schema import MathBenchmark, MathEvalConfig
@@ -302,10 +301,10 @@ def run_math_eval(cfg: MathEvalConfig, sampler: Sampler | None = None) -> dict[s
         generation_settings(cfg.generator, cfg.prompt, cfg.sampling),
     )
     mine = samples_file(out, cfg.shard.index, cfg.shard.count)
-    done = latest_by_key(read_jsonl(mine), "key")  # repairs a torn line of our own file
+    done = latest_records(mine, "key")  # repairs a torn line of our own file
     for other in sorted(out.glob("samples*.jsonl")):
         if other != mine:  # another shard may be writing it: read, never repair
-            done = {**latest_by_key(read_jsonl(other, repair=False), "key"), **done}
+            done = {**latest_records(other, "key", repair=False), **done}
     assigned = problems[cfg.shard.index :: cfg.shard.count]
     pending = [p for p in assigned if p.key not in done]
     print(f"math: {len(assigned) - len(pending)} of {len(assigned)} problems already done")

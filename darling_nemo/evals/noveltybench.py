@@ -38,9 +38,8 @@ from darling_nemo.evals.math import run_name_of
 from darling_nemo.evals.records import (
     JsonlWriter,
     check_resume,
-    latest_by_key,
+    latest_records,
     load_prompts,
-    read_jsonl,
     write_json,
 )
 from darling_nemo.evals.schema import (
@@ -378,7 +377,7 @@ def run_noveltybench(
     gen_path, score_path = out / "generations.jsonl", out / "scores.jsonl"
 
     # Stage 1: generations.
-    generated = latest_by_key(read_jsonl(gen_path), "id")
+    generated = latest_records(gen_path, "id")
     if cfg.stage in ("all", "generate"):
         generated = generate_to_jsonl(
             cfg.generator,
@@ -400,22 +399,8 @@ def run_noveltybench(
             "run stage=generate first"
         )
     judge_info = describe_judge(cfg.judge, cfg.pair_input)
-    pair_settings = (  # only a cross_encoder reads them (older output_dirs lack the keys)
-        {"pair_input": cfg.pair_input, "pair_tokenizer": cfg.pair_tokenizer}
-        if cfg.judge.kind == "cross_encoder"
-        else {}
-    )
-    check_resume(
-        out,
-        "noveltybench-score",
-        {
-            "judge": cfg.judge.model_dump(),
-            **pair_settings,
-            "reward_model": cfg.reward_model.model_dump(exclude={"batch_size", "device_map"}),
-            "patience": cfg.patience,
-        },
-    )
-    scored = latest_by_key(read_jsonl(score_path), "id")
+    check_score_resume(cfg, out)
+    scored = latest_records(score_path, "id")
     for record in scored.values():  # scores written before utility_darling was recorded
         if "utility_darling" not in record:
             record.update(novelty_scores(record["ratings"], record["partition"], cfg.patience))
@@ -424,36 +409,7 @@ def run_noveltybench(
     if pending:
         judge = judge if judge is not None else make_noveltybench_judge(cfg)
         reward_model = reward_model or RewardModel(cfg.reward_model)
-        with (
-            JsonlWriter(score_path) as writer,
-            tqdm(total=len(pending), desc="noveltybench score", unit="prompt") as progress,
-        ):
-            for start in range(0, len(pending), cfg.chunk_prompts):
-                chunk = pending[start : start + cfg.chunk_prompts]
-                partitions = greedy_partition_groups(
-                    [r["generations"] for r in chunk], judge, cfg.judge.threshold
-                )
-                rewards = reward_model.score(
-                    [r["prompt"] for r in chunk for _ in r["generations"]],
-                    [g for r in chunk for g in r["generations"]],
-                )
-                offset = 0
-                for record, class_ids in zip(chunk, partitions, strict=True):
-                    raw = rewards[offset : offset + len(class_ids)]
-                    offset += len(class_ids)
-                    ratings = [rating_from_reward(x, cfg.reward_model.thresholds) for x in raw]
-                    result = {
-                        "id": record["id"],
-                        "prompt": record["prompt"],
-                        "generations": record["generations"],
-                        "partition": class_ids,
-                        "raw_rewards": raw,
-                        "ratings": ratings,
-                        **novelty_scores(ratings, class_ids, cfg.patience),
-                    }
-                    writer.write(result)
-                    scored[record["id"]] = result
-                progress.update(len(chunk))
+        score_pending(cfg, pending, judge, reward_model, score_path, scored)
 
     summary = summarize_noveltybench(
         [scored[p["id"]] for p in prompts if p["id"] in scored],
@@ -475,3 +431,64 @@ def run_noveltybench(
     )
     write_json(out / "summary.json", summary)
     return summary
+
+
+def check_score_resume(cfg: NoveltyBenchConfig, out: Path) -> None:
+    """Refuses to add scores to an output_dir scored with other judge or rating settings."""
+    pair_settings = (  # only a cross_encoder reads them (older output_dirs lack the keys)
+        {"pair_input": cfg.pair_input, "pair_tokenizer": cfg.pair_tokenizer}
+        if cfg.judge.kind == "cross_encoder"
+        else {}
+    )
+    check_resume(
+        out,
+        "noveltybench-score",
+        {
+            "judge": cfg.judge.model_dump(),
+            **pair_settings,
+            "reward_model": cfg.reward_model.model_dump(exclude={"batch_size", "device_map"}),
+            "patience": cfg.patience,
+        },
+    )
+
+
+def score_pending(
+    cfg: NoveltyBenchConfig,
+    pending: list[dict[str, Any]],
+    judge: PairJudge,
+    reward_model: RewardModel,
+    score_path: Path,
+    scored: dict[str, dict[str, Any]],
+) -> None:
+    """Partitions and rates `pending` chunk by chunk, appending each record to score_path
+    (and to `scored`) as soon as its chunk is done."""
+    with (
+        JsonlWriter(score_path) as writer,
+        tqdm(total=len(pending), desc="noveltybench score", unit="prompt") as progress,
+    ):
+        for start in range(0, len(pending), cfg.chunk_prompts):
+            chunk = pending[start : start + cfg.chunk_prompts]
+            partitions = greedy_partition_groups(
+                [r["generations"] for r in chunk], judge, cfg.judge.threshold
+            )
+            rewards = reward_model.score(
+                [r["prompt"] for r in chunk for _ in r["generations"]],
+                [g for r in chunk for g in r["generations"]],
+            )
+            offset = 0
+            for record, class_ids in zip(chunk, partitions, strict=True):
+                raw = rewards[offset : offset + len(class_ids)]
+                offset += len(class_ids)
+                ratings = [rating_from_reward(x, cfg.reward_model.thresholds) for x in raw]
+                result = {
+                    "id": record["id"],
+                    "prompt": record["prompt"],
+                    "generations": record["generations"],
+                    "partition": class_ids,
+                    "raw_rewards": raw,
+                    "ratings": ratings,
+                    **novelty_scores(ratings, class_ids, cfg.patience),
+                }
+                writer.write(result)
+                scored[record["id"]] = result
+            progress.update(len(chunk))

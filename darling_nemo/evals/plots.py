@@ -24,7 +24,7 @@ matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt
 
 from darling_nemo.evals.creative import fit_elo
-from darling_nemo.evals.records import latest_by_key, read_jsonl
+from darling_nemo.evals.records import latest_records
 from darling_nemo.evals.schema import PairwiseConfig
 from darling_nemo.jsonl import read_json
 
@@ -135,7 +135,7 @@ def pooled_elo(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     games = [
         (r["a"], r["b"], r["score_a"])
         for f in dict.fromkeys(files)
-        for r in latest_by_key(read_jsonl(f, repair=False), "key").values()
+        for r in latest_records(f, "key", repair=False).values()
         if r["status"] == "ok"
     ]
     defaults = PairwiseConfig()

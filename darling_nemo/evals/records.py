@@ -63,6 +63,11 @@ def latest_by_key(records: Iterable[dict[str, Any]], key: str) -> dict[Hashable,
     return out
 
 
+def latest_records(path: str | Path, key: str, repair: bool = True) -> dict[Hashable, dict]:
+    """A resumable JSONL file's records by `record[key]`, the last line of each key winning."""
+    return latest_by_key(read_jsonl(path, repair=repair), key)
+
+
 class JsonlWriter:
     """Append records, one line each, flushed so a crash loses at most the line being written."""
 

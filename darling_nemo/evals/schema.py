@@ -182,6 +182,19 @@ class RewardModelConfig(Strict):
         return v
 
 
+class PromptFileEvalConfig(Strict):
+    """The keys every eval that reads its prompts from one JSONL file starts with."""
+
+    data_dir: str | None = None  # only for ${data_dir} interpolation inside the YAML
+    run_name: str | None = None
+    output_dir: str
+    # JSONL with `id` and `prompt` (NoveltyBench: its curated.jsonl / wildchat-1k)
+    prompts: str
+    prompt_key: str = "prompt"
+    id_key: str = "id"
+    max_prompts: int | None = Field(None, ge=1)
+
+
 class NoveltyBenchPrompt(PromptConfig):
     template: str = "{prompt}"
 
@@ -193,14 +206,7 @@ class NoveltyBenchSampling(SamplingConfig):
     max_new_tokens: int = Field(512, ge=1)
 
 
-class NoveltyBenchConfig(Strict):
-    data_dir: str | None = None  # only for ${data_dir} interpolation inside the YAML
-    run_name: str | None = None
-    output_dir: str
-    prompts: str  # JSONL with `id` and `prompt` (NoveltyBench's curated.jsonl / wildchat-1k)
-    prompt_key: str = "prompt"
-    id_key: str = "id"
-    max_prompts: int | None = Field(None, ge=1)
+class NoveltyBenchConfig(PromptFileEvalConfig):
     stage: Literal["all", "generate", "score"] = "all"  # GPU jobs: generate, then score
     generator: GeneratorConfig
     prompt: NoveltyBenchPrompt = Field(default_factory=NoveltyBenchPrompt)
@@ -300,14 +306,7 @@ class CreativeSampling(SamplingConfig):
     max_new_tokens: int = Field(4096, ge=1)
 
 
-class CreativeEvalConfig(Strict):
-    data_dir: str | None = None  # only for ${data_dir} interpolation inside the YAML
-    run_name: str | None = None
-    output_dir: str
-    prompts: str  # JSONL with `id` and `prompt`
-    prompt_key: str = "prompt"
-    id_key: str = "id"
-    max_prompts: int | None = Field(None, ge=1)
+class CreativeEvalConfig(PromptFileEvalConfig):
     generator: GeneratorConfig
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     sampling: CreativeSampling = Field(default_factory=CreativeSampling)

@@ -211,39 +211,23 @@ def save_tiny_classifier(
     path = Path(path)
     tok = save_tiny_tokenizer(path, flavour, max_positions, append_pad)
     torch.manual_seed(seed)
-    labels = {
+    shape = {  # both flavours: width 32, 2 layers, 2 heads, 2 labels
+        "vocab_size": len(tok),
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": max_positions,
+        "initializer_range": 0.5,  # random outputs that vary with the input
+        "pad_token_id": tok.pad_token_id,
+        "num_labels": 2,
         "id2label": {0: "different", 1: "similar"},
         "label2id": {"different": 0, "similar": 1},
     }
     if flavour == "bert":
-        config = BertConfig(
-            vocab_size=len(tok),
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=max_positions,
-            initializer_range=0.5,  # random outputs that vary with the input
-            pad_token_id=tok.pad_token_id,
-            num_labels=2,
-            **labels,
-        )
-        model = BertForSequenceClassification(config)
+        model = BertForSequenceClassification(BertConfig(**shape))
     else:
-        config = Qwen3Config(
-            vocab_size=len(tok),
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=16,
-            intermediate_size=64,
-            max_position_embeddings=max_positions,
-            initializer_range=0.5,  # random outputs that vary with the input
-            pad_token_id=tok.pad_token_id,
-            num_labels=2,
-            **labels,
-        )
+        config = Qwen3Config(**shape, num_key_value_heads=1, head_dim=16)
         model = Qwen3ForSequenceClassification(config)
     model.save_pretrained(str(path))
     return path
