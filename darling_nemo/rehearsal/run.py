@@ -316,11 +316,14 @@ def rehearse(
     overrides: list[str],
     task: str,
     judge_dies_after: int | None = None,
+    runs: int = len(RUNS),
 ) -> int:
     """The whole rehearsal; returns the exit status (0 only on PASS).
 
     judge_dies_after: failure drill; the classifier server dies right after answering its
-    N-th /classify request (the start-up probe of each run is one request)."""
+    N-th /classify request (the start-up probe of each run is one request).
+    runs: 1 stops after run 1 (CI rehearses the GRPO baselines so: their resume is their
+    DARLING twins' code path)."""
     workdir = Path(tempfile.mkdtemp(prefix="darling-rehearsal-", dir="/tmp"))
     r = Rehearsal(recipe, config_path, list(overrides), task, workdir)
     print(f"rehearsal of {config_path} {' '.join(overrides)} in {workdir}", flush=True)
@@ -347,7 +350,7 @@ def rehearse(
                 f"{cluster['gpus_per_node']}, DP {cluster['dp']}{rm}): PASS",
                 flush=True,
             )
-            for phase, steps, resumed in RUNS:
+            for phase, steps, resumed in RUNS[:runs]:
                 t0 = time.monotonic()
                 log = workdir / f"run{steps}.log"
                 text = run_phase(r, phase, config, steps, log)
