@@ -160,12 +160,16 @@ def make_app(
     max_model_len: int,
     max_batch_size: int,
     model_path: str | None = None,  # what /v1/models reports as `root`; None: served_name
-    exit_after_classify: int | None = None,  # failure drills: die after answering N requests
+    die_at_classify: int | None = None,  # failure drills: crash when request N arrives
 ) -> web.Application:
     batcher = Batcher(classifier, max_batch_size)
-    answered = 0
+    received = 0
 
     async def classify(request: web.Request) -> web.Response:
+        nonlocal received
+        received += 1
+        if die_at_classify is not None and received >= die_at_classify:
+            os._exit(1)  # a crash mid-request, not a shutdown: the client's connection drops
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -181,11 +185,6 @@ def make_app(
         if too_long is not None:
             return too_long
         probs = await batcher.classify(ids) if ids else np.zeros((0, classifier.num_labels))
-        nonlocal answered
-        answered += 1
-        if exit_after_classify is not None and answered >= exit_after_classify:
-            # A crash, not a shutdown: the process vanishes right after this reply is sent.
-            asyncio.get_running_loop().call_later(0.2, os._exit, 1)
         return web.json_response(classify_body(classifier, served_name, ids, probs))
 
     async def health(_: web.Request) -> web.Response:
@@ -249,11 +248,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-model-len", type=int, default=None, help="default: the model's")
     p.add_argument("--max-batch-size", type=int, default=32, help="texts per forward pass")
     p.add_argument(
-        "--exit-after-classify",
+        "--die-at-classify",
         type=int,
         default=None,
         metavar="N",
-        help="failure drills: the process dies right after answering its N-th /classify request",
+        help="failure drills: the process dies when its N-th /classify request arrives",
     )
     return parser.parse_args(argv)
 
@@ -268,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     max_model_len = args.max_model_len or classifier.max_length
     name = args.served_model_name or args.model
     app = make_app(
-        classifier, name, max_model_len, args.max_batch_size, args.model, args.exit_after_classify
+        classifier, name, max_model_len, args.max_batch_size, args.model, args.die_at_classify
     )
     print(
         f"classify_server: {args.model} as {name!r} on {classifier.device}, "

@@ -250,7 +250,7 @@ def check(condition: bool, phase: str, error: str) -> None:
 def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: int | None) -> None:
     """The tiny classifier behind vLLM's /classify protocol on 127.0.0.1 (darling_nemo's
     classify_server), until the rehearsal ends."""
-    drill = ["--exit-after-classify", str(dies_after)] if dies_after else []
+    drill = ["--die-at-classify", str(dies_after)] if dies_after else []
     server = stack.enter_context(
         _process_group(
             [
@@ -320,8 +320,9 @@ def rehearse(
 ) -> int:
     """The whole rehearsal; returns the exit status (0 only on PASS).
 
-    judge_dies_after: failure drill; the classifier server dies right after answering its
-    N-th /classify request (the start-up probe of each run is one request).
+    judge_dies_after: failure drill; the classifier server dies when its N-th /classify
+    request arrives, before answering it (the start-up probe of each run is one request:
+    N=2 kills it in the middle of step 1's first judge call).
     runs: 1 stops after run 1 (CI rehearses the GRPO baselines so: their resume is their
     DARLING twins' code path)."""
     workdir = Path(tempfile.mkdtemp(prefix="darling-rehearsal-", dir="/tmp"))
