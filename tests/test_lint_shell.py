@@ -62,6 +62,7 @@ def test_the_scripts_are_all_found():
         "slurm/serve_classifiers.sub",
         "containers/build.sh",
         "containers/make_squashfs.sh",
+        "containers/nemo_rl_cpu_env.sh",
     } <= names
     assert REPO / "containers" / "Dockerfile" in tracked(
         ["Dockerfile", "Dockerfile.*", "*.Dockerfile"]
