@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SKIP_DIRS = {".venv", ".git", "node_modules", "__pycache__"}
+# Environments and caches (git-ignored): third-party scripts, not the project's.
+SKIP_DIRS = {".venv", ".nemo-rl-cpu", ".git", "node_modules", "__pycache__"}
 
 
 def tracked(patterns: list[str]) -> list[Path]:

@@ -115,6 +115,7 @@ NOT_PROJECT_FILES = {
     "outputs",
     "build",
     "dist",
+    ".nemo-rl-cpu",  # containers/nemo_rl_cpu_env.sh's environment (NeMo-RL's own files)
 }
 
 
