@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
-from darling_nemo.rehearsal.shrink import shrink_overrides, shrunk_cluster
+from darling_nemo.rehearsal.shrink import lookup, shrink_overrides, shrunk_cluster
 from darling_nemo.resources import resource_path
+from darling_nemo.schema import validate_darling
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent / "site"
@@ -162,9 +163,9 @@ def prompts_file(task: str, out: Path, count: int, overlong: int) -> Path:
     return out
 
 
-def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any]]:
+def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """Tiny models, prompts, the shrunk config (written to the work folder); prints what
-    shrank."""
+    shrank. Returns (shrunk config file, the config as given, the shrunk config)."""
     from darling_nemo.rehearsal import models
 
     cfg = load_config(r.config_path, r.overrides)
@@ -174,12 +175,10 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any]]:
         rm = models.save_tiny_reward_model(
             r.workdir / "reward_model", cfg["env"]["reward_model"]["model_name"], 1024
         )
-    judge = cfg["darling"]["judge"]
+    judge = validate_darling(cfg["darling"]).judge  # the schema fills the template's default
     classifier = None
-    if judge["kind"] in ("served", "cross_encoder", "ray_pool"):
-        template = judge.get("template") or judge.get("classifier", {}).get(
-            "template", "modernbert"
-        )
+    if judge.kind in ("served", "cross_encoder", "ray_pool"):
+        template = judge.classifier.template if judge.kind == "ray_pool" else judge.template
         classifier = models.save_tiny_pair_classifier(r.workdir / "classifier", template)
     changes = shrink_overrides(
         cfg,
@@ -191,19 +190,15 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any]]:
         judge_url=judge_url,
         classifier_dir=str(classifier) if classifier else None,
     )
-    flat = load_config(r.config_path, r.overrides)
     for key, value in changes:
-        old = flat
-        for part in key.split("."):
-            old = old.get(part) if isinstance(old, dict) else None
-        print(f"  shrink {key}: {old!r} -> {value!r}", flush=True)
+        print(f"  shrink {key}: {lookup(cfg, key)!r} -> {value!r}", flush=True)
     shrunk = load_config(
         r.config_path,
         [*r.overrides, *(f"{key}={json.dumps(value)}" for key, value in changes)],
     )
     path = r.workdir / "rehearsal_config.yaml"
     save_config(shrunk, path)
-    return path, shrunk
+    return path, cfg, shrunk
 
 
 def run_phase(r: Rehearsal, name: str, config: Path, steps: int, log: Path) -> str:
@@ -334,14 +329,14 @@ def rehearse(
     try:
         with ExitStack() as stack:
             judge_port = _free_port()
-            config, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
+            config, given, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
             print("phase prepare (tiny models, prompts, shrunk config): PASS", flush=True)
             if shrunk["darling"]["judge"]["kind"] == "served":
                 phase = "judge server"
                 start_judge_server(r, stack, judge_port, judge_dies_after)
                 print(f"phase judge server (classify_server on 127.0.0.1:{judge_port}): PASS")
             phase = "ray"
-            cluster = shrunk_cluster(load_config(config_path, overrides))
+            cluster = shrunk_cluster(given)
             gpus = shrunk["cluster"]["gpus_per_node"] * shrunk["cluster"]["num_nodes"]
             start_ray(r, stack, gpus)
             rm = ", reward model 1" if cluster["rm_nodes"] else ""

@@ -26,9 +26,12 @@ PROMPTS_PER_STEP = 2
 MAX_MODEL_PARALLEL = 8  # fake GPUs in one model-parallel group (see pipeline_size)
 
 
-def _get(cfg: dict[str, Any], path: str) -> Any:
+def lookup(cfg: dict[str, Any], path: str) -> Any:
+    """The value at a key path; None where the config lacks it (the shrink then adds it)."""
     node: Any = cfg
     for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
         node = node[part]
     return node
 
@@ -159,7 +162,4 @@ def shrink_overrides(
 
 
 def _changes(cfg: dict[str, Any], key: str, value: Any) -> bool:
-    try:
-        return _get(cfg, key) != value
-    except (KeyError, TypeError):
-        return True
+    return lookup(cfg, key) != value  # shrink values are never None
