@@ -14,7 +14,7 @@ depart from them are documented on each function and in README "Fidelity".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -99,9 +99,14 @@ def lexical_decision(a: str, b: str) -> bool | None:
 # ---------------------------------------------------------------------------------------------
 
 
-class _UnionFind:
+class UnionFind:
     def __init__(self, n: int) -> None:
         self.parent = list(range(n))
+
+    def add(self) -> int:
+        """A new singleton; returns its index (a streamed group grows as responses finish)."""
+        self.parent.append(len(self.parent))
+        return len(self.parent) - 1
 
     def find(self, x: int) -> int:
         while self.parent[x] != x:
@@ -131,7 +136,7 @@ class Partition:
     """
 
     class_ids: list[int]
-    pairs_judged: int  # pairs sent to the judge
+    pairs_judged: int  # pairs sent to the judge (here or, for `known` verdicts, earlier)
     pairs_total: int  # n * (n - 1) / 2
 
     @property
@@ -144,10 +149,15 @@ class Partition:
         return [int(counts[c]) for c in self.class_ids]
 
 
+KnownVerdicts = dict[tuple[int, int], float]
+"""Pairs of one group judged before (i < j, indices into the group) -> P(similar)."""
+
+
 def partition_groups(
     groups: Sequence[Sequence[str]],
     judge: PairJudge | None,
     threshold: float,
+    known: Sequence[KnownVerdicts] | None = None,
 ) -> list[Partition]:
     """Partition many groups at once, sending pairs to `judge` in waves across all groups.
 
@@ -162,71 +172,88 @@ def partition_groups(
     wave of n-1 pairs. All groups' waves go to the judge in one call. The components are the
     same as all-pairs union-find for ANY deterministic judge: every pair that is skipped
     joins two responses that are already connected by equivalent pairs.
+
+    known[g]: verdicts of group g's pairs judged before this call (judge_stream.py judges
+    pairs while the rollout still runs); they join like fresh ones and are not judged again.
+    Any subset of the judge's own verdicts gives the same components, by the argument above.
     """
-    forests = [_UnionFind(len(g)) for g in groups]
+    forests = [UnionFind(len(g)) for g in groups]
     undecided: list[list[tuple[int, int]]] = []
-    for group, uf in zip(groups, forests, strict=True):
+    judged = [0] * len(groups)
+    for g, (group, uf) in enumerate(zip(groups, forests, strict=True)):
+        given = known[g] if known is not None else {}
         pending = []
         for i in range(len(group)):
             for j in range(i + 1, len(group)):
                 decision = lexical_decision(group[i], group[j])
+                if decision is None and (i, j) in given:
+                    judged[g] += 1
+                    decision = float(given[i, j]) > threshold
                 if decision is None:
                     pending.append((i, j))
                 elif decision:
                     uf.union(i, j)
         undecided.append(pending if judge is not None else [])
 
-    judged = [0] * len(groups)
-    while True:
-        wave: list[tuple[int, int, int]] = []  # (group index, i, j)
-        for g, (pending, uf) in enumerate(zip(undecided, forests, strict=True)):
-            wave_forest: dict[int, int] = {}  # union-find over this group's class roots
-
-            def root(r: int, forest: dict[int, int] = wave_forest) -> int:
-                while forest.get(r, r) != r:
-                    r = forest[r]
-                return r
-
-            still_pending = []
-            for i, j in pending:
-                ri, rj = uf.find(i), uf.find(j)
-                if ri == rj:
-                    continue  # already connected: never judged
-                wi, wj = root(ri), root(rj)
-                if wi == wj:
-                    still_pending.append((i, j))  # would close a cycle in this wave
-                    continue
-                wave_forest[max(wi, wj)] = min(wi, wj)
-                wave.append((g, i, j))
-            undecided[g] = still_pending
-        if not wave:
-            break
+    while wave := next_wave(undecided, forests):
         assert judge is not None
-        _judge_and_join(wave, groups, judge, threshold, forests, judged)
+        judge_and_join(wave, groups, judge, threshold, forests, judged)
     return _partitions(groups, forests, judged)
 
 
-def _judge_and_join(
+def next_wave(
+    undecided: list[list[tuple[int, int]]], forests: Sequence[UnionFind]
+) -> list[tuple[int, int, int]]:
+    """The next wave of (group, i, j) pairs: per group, undecided pairs of different classes
+    whose classes form a forest. Drops pairs already connected from `undecided` and keeps the
+    ones that would close a cycle in this wave for a later one."""
+    wave: list[tuple[int, int, int]] = []
+    for g, (pending, uf) in enumerate(zip(undecided, forests, strict=True)):
+        wave_forest: dict[int, int] = {}  # union-find over this group's class roots
+
+        def root(r: int, forest: dict[int, int] = wave_forest) -> int:
+            while forest.get(r, r) != r:
+                r = forest[r]
+            return r
+
+        still_pending = []
+        for i, j in pending:
+            ri, rj = uf.find(i), uf.find(j)
+            if ri == rj:
+                continue  # already connected: never judged
+            wi, wj = root(ri), root(rj)
+            if wi == wj:
+                still_pending.append((i, j))  # would close a cycle in this wave
+                continue
+            wave_forest[max(wi, wj)] = min(wi, wj)
+            wave.append((g, i, j))
+        undecided[g] = still_pending
+    return wave
+
+
+def judge_and_join(
     pairs: list[tuple[int, int, int]],
     groups: Sequence[Sequence[str]],
     judge: PairJudge,
     threshold: float,
-    forests: list[_UnionFind],
+    forests: Sequence[UnionFind],
     judged: list[int],
-) -> None:
-    """One judge call for (group, i, j) pairs; joins the pairs judged equivalent."""
-    probs = list(judge([(groups[g][i], groups[g][j]) for g, i, j in pairs]))
+) -> list[float]:
+    """One judge call for (group, i, j) pairs, sent as (groups[g][i], groups[g][j]); joins
+    the pairs judged equivalent and returns the probabilities."""
+    probs = [float(p) for p in judge([(groups[g][i], groups[g][j]) for g, i, j in pairs])]
     if len(probs) != len(pairs):
         raise ValueError(f"judge returned {len(probs)} probabilities for {len(pairs)} pairs")
     check_finite(probs, "judge probabilities")  # NaN > threshold is False: not silent
     for (g, i, j), p in zip(pairs, probs, strict=True):
         judged[g] += 1
-        if float(p) > threshold:
+        if p > threshold:
             forests[g].union(i, j)
+    return probs
 
 
 def _partitions(
-    groups: Sequence[Sequence[str]], forests: list[_UnionFind], judged: list[int]
+    groups: Sequence[Sequence[str]], forests: list[UnionFind], judged: list[int]
 ) -> list[Partition]:
     return [
         Partition(uf.labels(), judged[g], len(groups[g]) * (len(groups[g]) - 1) // 2)
@@ -241,7 +268,7 @@ def partition_groups_in_one_call(
     one judge call, then union-find. Same classes as `partition_groups`; more pairs judged,
     but one round trip per step instead of up to n-1 (for a judge whose latency, not its
     throughput, is the cost)."""
-    forests = [_UnionFind(len(g)) for g in groups]
+    forests = [UnionFind(len(g)) for g in groups]
     undecided: list[tuple[int, int, int]] = []  # (group index, i, j)
     for g, group in enumerate(groups):
         for i in range(len(group)):
@@ -253,7 +280,7 @@ def partition_groups_in_one_call(
                     forests[g].union(i, j)
     judged = [0] * len(groups)
     if judge is not None and undecided:
-        _judge_and_join(undecided, groups, judge, threshold, forests, judged)
+        judge_and_join(undecided, groups, judge, threshold, forests, judged)
     return _partitions(groups, forests, judged)
 
 
@@ -460,14 +487,31 @@ class DarlingBatch:
         return sum(self.group_pairs_total)
 
 
+def _local(
+    known: Mapping[tuple[int, int], float], groups: Sequence[np.ndarray]
+) -> list[KnownVerdicts]:
+    """Batch-indexed verdicts -> per group, indexed within the group (rows ascending)."""
+    where = {int(row): (g, k) for g, rows in enumerate(groups) for k, row in enumerate(rows)}
+    local: list[KnownVerdicts] = [{} for _ in groups]
+    for (a, b), p in known.items():
+        (ga, ka), (gb, kb) = where.get(a, (-1, 0)), where.get(b, (-2, 0))
+        if ga == gb:
+            local[ga][min(ka, kb), max(ka, kb)] = p
+    return local
+
+
 def darling_batch(
     responses: Sequence[str],
     quality: Sequence[float],
     group_ids: Sequence[Hashable],
     judge: PairJudge | None,
     settings: DarlingSettings,
+    known: Mapping[tuple[int, int], float] | None = None,
 ) -> DarlingBatch:
-    """Quality + responses + group ids -> DARLING rewards and advantages for a whole batch."""
+    """Quality + responses + group ids -> DARLING rewards and advantages for a whole batch.
+
+    known: verdicts judged before, (a, b) with a < b indexing `responses` -> P(similar)
+    (`partition_groups`' `known`); pairs across groups or outside the scope are ignored."""
     q = check_finite(quality, "quality")
     if not (len(responses) == q.size == len(group_ids)):
         raise ValueError(
@@ -498,9 +542,11 @@ def darling_batch(
             if settings.judge_rounds == JudgeRounds.WAVES
             else partition_groups_in_one_call
         )
-        parts = partition(
-            [[responses[i] for i in rows] for rows in scoped], judge, settings.threshold
-        )
+        texts = [[responses[i] for i in rows] for rows in scoped]
+        if known and settings.judge_rounds == JudgeRounds.WAVES:
+            parts = partition_groups(texts, judge, settings.threshold, _local(known, scoped))
+        else:
+            parts = partition(texts, judge, settings.threshold)
         for rows, sub, part in zip(groups, scoped, parts, strict=True):
             pairs_judged.append(part.pairs_judged)
             num_classes.append(part.num_classes + (len(rows) - len(sub)))

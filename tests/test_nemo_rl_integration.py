@@ -661,3 +661,43 @@ def test_grpo_train_overlap_equals_synchronous(
         assert len(metrics(sync_log, prefix)) == 2
     timings = [m for p, _, m in overlap_log.logged if p == "timing/train"]
     assert all("darling_judge" in m for m in timings)
+
+
+@pytest.mark.slow
+def test_grpo_train_judging_during_generation_equals_after(
+    ray_cluster, math_files, char_tokenizer_dir, tmp_path
+):
+    """The real grpo_train with the async engine's per-sample rollouts and the shipped MiniLM
+    judge, darling.judge_during_generation=false then true: the same training data bit for
+    bit and the same DARLING metrics but for the judge's own cost counters (how many pairs
+    were judged, when, in how many calls)."""
+    runs = {
+        stream: run_grpo_train(
+            math_files,
+            char_tokenizer_dir,
+            tmp_path / str(stream),
+            ["darling.judge={kind: embedding}", f"darling.judge_during_generation={stream}"],
+            async_engine=True,
+        )
+        for stream in ("false", "true")
+    }
+    (after_policy, after_log), (during_policy, during_log) = runs["false"], runs["true"]
+    assert len(after_policy.trained) == len(during_policy.trained) == 2
+    for after, during in zip(after_policy.trained, during_policy.trained, strict=True):
+        assert after.keys() == during.keys()
+        for key in after:
+            if isinstance(after[key], torch.Tensor):
+                assert torch.equal(after[key], during[key]), key
+
+    def metrics(log):
+        cost = ("judge", "pairs_judged", "seconds")
+        return [
+            {k: v for k, v in m.items() if not k.startswith(cost)}
+            for p, _, m in log.logged
+            if p == "darling"
+        ]
+
+    assert metrics(after_log) == metrics(during_log) and len(metrics(after_log)) == 2
+    streamed = [m for p, _, m in during_log.logged if p == "darling"]
+    assert all("pairs_judged_during_generation" in m for m in streamed)
+    assert all("pairs_judged_during_generation" not in m for p, _, m in after_log.logged)

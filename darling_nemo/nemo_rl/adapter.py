@@ -19,7 +19,9 @@ with grpo.normalize_rewards=false and use_leave_one_out_baseline=false (checked 
 `checks.validate_nemo_rl_config`) the trained advantage is DARLING's.
 `async_grpo_train` never calls scale_rewards, so async GRPO is refused at validation.
 With darling.overlap=true the hook only starts the judge and `policy.train` finishes the
-step's DARLING work (overlap.py), with the same result.
+step's DARLING work (overlap.py), with the same result. With
+darling.judge_during_generation=true and the async engine, pairs are judged while the
+rollout still runs (`overlap.judge_during_generation`), and the hook judges only the rest.
 
 Groups. Rows are grouped by identical prompt token ids (the messages before the first
 assistant message), exactly as NeMo-RL's baseline (`calculate_baseline_and_std_per_prompt`,
@@ -47,7 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.judges import make_judge
-from darling_nemo.nemo_rl.checks import overlap_fallbacks, validate_nemo_rl_config
+from darling_nemo.nemo_rl.checks import (
+    overlap_fallbacks,
+    stream_fallbacks,
+    validate_nemo_rl_config,
+)
 from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the adapter's API)
     DIVERSITY_KEY,
     QUALITY_KEY,
@@ -63,6 +69,7 @@ NEMO_RL_VERSION = "0.4.0"
 JUDGE_TIMER = "darling_judge"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OVERLAP_ON = "darling.overlap: the judge runs while NeMo-RL computes log-probabilities"
+STREAM_ON = "darling.judge_during_generation: pairs are judged as their responses finish"
 
 
 class DarlingLogger:
@@ -153,7 +160,11 @@ def darling_rewards(
     """
     from nemo_rl.algorithms import grpo
 
-    from darling_nemo.nemo_rl.overlap import OverlappedDarling, overlapped_train
+    from darling_nemo.nemo_rl.overlap import (
+        OverlappedDarling,
+        judge_during_generation,
+        overlapped_train,
+    )
 
     if darling is None:
         darling = validate_nemo_rl_config(master_config)
@@ -190,6 +201,13 @@ def darling_rewards(
         )
         print(OVERLAP_ON, flush=True)
 
+    streaming = darling.judge_during_generation
+    for reason in stream_fallbacks(master_config, darling) if streaming else []:
+        print(f"darling.judge_during_generation=true: not streaming because {reason}", flush=True)
+        streaming = False
+    if streaming:
+        print(STREAM_ON, flush=True)
+
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)
         if overlapped is not None:
@@ -202,7 +220,10 @@ def darling_rewards(
     scale_rewards_then_darling._darling_wrapped = True  # type: ignore[attr-defined]
     grpo.scale_rewards, grpo.Timer = scale_rewards_then_darling, StepTimer
     try:
-        with overlapped_train(policy, overlapped) if overlapped else nullcontext():
+        with (
+            overlapped_train(policy, overlapped) if overlapped else nullcontext(),
+            judge_during_generation(transform) if streaming else nullcontext(),
+        ):
             yield transform
     finally:
         grpo.scale_rewards, grpo.Timer = original, original_timer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from darling_nemo.core import Baseline
+from darling_nemo.core import Baseline, Diversity, JudgeRounds, PartitionScope
 from darling_nemo.schema import ConfigError, DarlingConfig, validate_darling
 
 
@@ -165,6 +165,27 @@ def overlap_fallbacks(cfg: dict[str, Any]) -> list[str]:
             "DARLING hook, before the judge would have answered"
         ]
     return []
+
+
+def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
+    """Why darling.judge_during_generation=true cannot judge during this config's rollouts,
+    naming the keys; empty when it can."""
+    reasons = []
+    found, async_engine = _lookup(cfg, "policy.generation.vllm_cfg.async_engine")
+    if not (found and async_engine):
+        reasons.append(
+            "policy.generation.vllm_cfg.async_engine is not true (the synchronous engine "
+            "returns every response of the step at once)"
+        )
+    if darling.diversity is not Diversity.SEMANTIC or darling.judge.kind == "lexical":
+        reasons.append("no pair model to call (darling.diversity / darling.judge.kind)")
+    if darling.partition_scope is not PartitionScope.ALL:
+        reasons.append(
+            "darling.partition_scope=correct needs the scaled quality of the whole group first"
+        )
+    if darling.judge_rounds is not JudgeRounds.WAVES:
+        reasons.append("darling.judge_rounds=one judges every pair in one call by definition")
+    return reasons
 
 
 def validate_nemo_rl_config(

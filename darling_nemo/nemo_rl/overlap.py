@@ -52,7 +52,13 @@ from typing import Any
 
 import torch
 
-from darling_nemo.nemo_rl.transform import DarlingOutcome, DarlingRewardTransform, RolloutRows
+from darling_nemo.judge_stream import JudgeStream
+from darling_nemo.nemo_rl.transform import (
+    DarlingOutcome,
+    DarlingRewardTransform,
+    RolloutRows,
+    prompt_and_response,
+)
 
 TimerContext = Callable[[], AbstractContextManager[Any]]
 
@@ -209,3 +215,54 @@ def overlapped_train(policy: Any, overlapped: OverlappedDarling) -> Iterator[Non
         else:
             del policy.train
         overlapped.close()
+
+
+@contextmanager
+def judge_during_generation(transform: DarlingRewardTransform) -> Iterator[JudgeStream]:
+    """Each training rollout's responses go to a `JudgeStream` as they finish.
+
+    vLLM's async engine makes NeMo-RL v0.4.0 roll each sample out on its own
+    (nemo_rl/experience/rollouts.py: run_async_multi_turn_rollout awaits
+    `run_sample_multi_turn_rollout(sample_idx=i, ...)` per row i of the batch, looked up in
+    the module at call time); that function is wrapped to hand the finished sample's prompt
+    and response to the stream. The first sample of a rollout opens the stream; the
+    transform closes it when the rollout reaches the DARLING hook. `grpo.validate` is
+    wrapped so that validation rollouts are not judged.
+    """
+    from nemo_rl.algorithms import grpo
+    from nemo_rl.experience import rollouts
+
+    if transform.judge is None:
+        raise ValueError("judge_during_generation needs a pair judge")
+    stream = JudgeStream(transform.judge, transform.settings.threshold)
+    original_sample, original_validate = rollouts.run_sample_multi_turn_rollout, grpo.validate
+    validating = False
+
+    async def sample_then_stream(*args: Any, **kwargs: Any) -> Any:
+        final_state, metrics = await original_sample(*args, **kwargs)
+        if not validating:
+            if not stream.is_open:
+                stream.open()
+            prompt, response = prompt_and_response(final_state["message_log"])
+            row = kwargs["sample_idx"] if "sample_idx" in kwargs else args[0]
+            stream.add(int(row), prompt, response)
+        return final_state, metrics
+
+    def validate_unstreamed(*args: Any, **kwargs: Any) -> Any:
+        nonlocal validating
+        validating = True
+        try:
+            return original_validate(*args, **kwargs)
+        finally:
+            validating = False
+
+    rollouts.run_sample_multi_turn_rollout = sample_then_stream
+    grpo.validate = validate_unstreamed
+    transform.stream = stream
+    try:
+        yield stream
+    finally:
+        rollouts.run_sample_multi_turn_rollout = original_sample
+        grpo.validate = original_validate
+        transform.stream = None
+        stream.close()

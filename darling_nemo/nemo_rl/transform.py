@@ -15,8 +15,9 @@ import numpy as np
 import torch
 
 from darling_nemo.core import DarlingBatch, Diversity, PairJudge, darling_batch
+from darling_nemo.judge_stream import JudgeStream, StreamedVerdicts
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
-from darling_nemo.rehearsal.pacing import paced
+from darling_nemo.rehearsal.pacing import paced_judge
 from darling_nemo.schema import DarlingConfig
 
 QUALITY_KEY = "darling_quality"  # the environment reward, kept next to the DARLING reward
@@ -42,6 +43,22 @@ def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[in
     ids = torch.cat([torch.as_tensor(m["token_ids"]).reshape(-1) for m in prompt]) if prompt else []
     response = "".join(str(m["content"]) for m in message_log[first:] if m["role"] == "assistant")
     return tuple(int(t) for t in ids), response
+
+
+def _known_verdicts(rows: RolloutRows, streamed: StreamedVerdicts) -> dict[tuple[int, int], float]:
+    """Streamed verdicts that still describe the kept rows (same prompt, same two texts),
+    indexed by position among the kept rows, as `darling_batch` reads them."""
+    position = {row: k for k, row in enumerate(rows.kept)}
+    known = {}
+    for (a, b), (text_a, text_b, p) in streamed.items():
+        if (
+            a in position
+            and b in position
+            and rows.prompts[a] == rows.prompts[b]
+            and (rows.responses[a], rows.responses[b]) == (text_a, text_b)
+        ):
+            known[position[a], position[b]] = p
+    return known
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,12 +93,16 @@ class DarlingRewardTransform:
     def __init__(self, darling: DarlingConfig, judge: PairJudge | None) -> None:
         self.darling = darling
         self.settings = darling.settings()
-        self.judge = TimedJudge(judge) if judge is not None else None
+        # paced_judge: the CPU rehearsal's duration model (bench.step_time); as is otherwise
+        self.judge = TimedJudge(paced_judge(judge)) if judge is not None else None
+        # Set by the adapter when the rollout feeds it (darling.judge_during_generation).
+        self.stream: JudgeStream | None = None
         self._reset()
 
     def _reset(self) -> None:
         self._batches: list[tuple[DarlingBatch, list[tuple[int, ...]]]] = []
         self._seconds = 0.0
+        self._streamed_pairs = 0
         self._judge_before = judge_usage(self.judge)
 
     def apply(self, batch: Any) -> DarlingBatch | None:
@@ -126,10 +147,13 @@ class DarlingRewardTransform:
         self._seconds += time.perf_counter() - start
         return rows
 
-    @paced("judge")  # the CPU rehearsal's duration model (bench.step_time); no-op otherwise
     def compute(self, rows: RolloutRows) -> DarlingOutcome:
-        """The judge and the core over the kept rows (the only step that takes time)."""
+        """The judge and the core over the kept rows (the only step that takes time). With a
+        stream, its verdicts are closed over first and only the rest is judged here."""
         start = time.perf_counter()
+        streamed = self.stream.close() if self.stream is not None else {}
+        known = _known_verdicts(rows, streamed)
+        self._streamed_pairs += len(known)
         quality = rows.rewards.to(torch.float64).cpu().numpy()
         reward, diversity = quality.copy(), np.ones_like(quality)
         result = None
@@ -141,6 +165,7 @@ class DarlingRewardTransform:
                 kept_prompts,
                 self.judge,
                 self.settings,
+                known=known,
             )
             reward[rows.kept], diversity[rows.kept] = result.reward, result.diversity
             self._batches.append((result, kept_prompts))
@@ -168,5 +193,7 @@ class DarlingRewardTransform:
             seconds=self._seconds,
             judge=usage_since(self._judge_before, judge_usage(self.judge)),
         )
+        if self.stream is not None:  # of pairs_judged, how many while the rollout still ran
+            out["pairs_judged_during_generation"] = float(self._streamed_pairs)
         self._reset()
         return out

@@ -3,11 +3,13 @@ standins.py."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
+import time
 from typing import Any
 
-from darling_nemo.rehearsal.pacing import paced
+from darling_nemo.rehearsal.pacing import paced, response_seconds
 from darling_nemo.rehearsal.standin_common import (
     REFIT_TIMEOUT_MS,
     CpuLifecycle,
@@ -135,8 +137,11 @@ class VllmGenerationWorkerStandIn(CpuLifecycle):
                     break
         return tokens, logprobs
 
-    @paced("generation")  # bench.step_time's duration model; no-op otherwise
+    @paced("generation", "generation_decode")  # bench.step_time's model; no-op otherwise
     def generate(self, data: Any, greedy: bool = False) -> Any:
+        return self._generate(data, greedy)
+
+    def _generate(self, data: Any, greedy: bool) -> Any:
         import torch
         from nemo_rl.distributed.batched_data_dict import BatchedDataDict
 
@@ -192,6 +197,14 @@ class VllmAsyncGenerationWorkerStandIn(VllmGenerationWorkerStandIn):
         pass
 
     async def generate_async(self, data: Any, greedy: bool = False) -> Any:
+        """Each response lasts what bench.step_time's response-length model says (nothing
+        without a model), asleep so that the worker's other requests go on meanwhile, as
+        vLLM's continuous batching does."""
         for index in range(len(data["input_lengths"])):
-            row = data.slice(index, index + 1)
-            yield index, self.generate(row, greedy)
+            started = time.perf_counter()
+            self._calls = getattr(self, "_calls", 0) + 1
+            result = self._generate(data.slice(index, index + 1), greedy)
+            await asyncio.sleep(
+                max(0.0, response_seconds(self._calls) - (time.perf_counter() - started))
+            )
+            yield index, result

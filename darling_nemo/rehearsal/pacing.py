@@ -1,11 +1,16 @@
 """Modelled durations for the CPU rehearsal's stand-ins (`python -m darling_nemo.bench.step_time`).
 
 When DARLING_STEP_TIME_MODEL names a JSON file {"real_s_per_simulated_s": x, "phases":
-{phase: simulated seconds}}, a paced call takes at least its phase's modelled duration
-times x: it runs, then sleeps what is left. Phases: generation, logprobs,
-reference_logprobs, training (the GPU worker stand-ins, each Ray worker in parallel, so
-the phase lasts its duration) and judge (DARLING's judge and core, once per step, in the
-driver). Without the variable (every other run) nothing is paced.
+{phase: simulated seconds}, "capped_fraction": c}, a paced call takes at least its modelled
+duration times x: it runs, then sleeps what is left. Without the variable (every other run)
+nothing is paced. The model:
+- vLLM stand-ins: a synchronous `generate` call lasts generation + generation_decode (its
+  longest response reaches the cap); with the async engine each response lasts generation +
+  generation_decode * its length / the cap, the lengths following the response-length model
+  of `length_fraction` (a share c of responses reach the cap, the others spread evenly).
+- Policy stand-ins: logprobs, reference_logprobs, training per call (every Ray worker in
+  parallel, so the phase lasts its duration).
+- DARLING's judge (in the driver): judge_call per call + judge_pair per pair sent.
 """
 
 from __future__ import annotations
@@ -19,37 +24,57 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 MODEL_ENV = "DARLING_STEP_TIME_MODEL"
-PHASES = ("generation", "logprobs", "reference_logprobs", "training", "judge")
+PHASES = (
+    "generation",
+    "generation_decode",
+    "logprobs",
+    "reference_logprobs",
+    "training",
+    "judge_call",
+    "judge_pair",
+)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _model(path: str) -> tuple[float, dict[str, float]]:
+GOLDEN = 0.6180339887498949  # consecutive calls spread evenly over [0, 1)
+
+
+def _model(path: str) -> tuple[float, dict[str, float], float]:
     spec = json.loads(Path(path).read_text())
     unknown = set(spec["phases"]) - set(PHASES)
     if unknown:
         raise ValueError(f"{path}: unknown phases {sorted(unknown)}; known: {PHASES}")
-    return float(spec["real_s_per_simulated_s"]), {k: float(v) for k, v in spec["phases"].items()}
+    phases = {k: float(v) for k, v in spec["phases"].items()}
+    return float(spec["real_s_per_simulated_s"]), phases, float(spec.get("capped_fraction", 0))
 
 
-def phase_seconds(phase: str) -> float:
-    """Real seconds a `phase` call must last (0 when no model is set). The file is read at
-    every call: the benchmark rewrites it between runs, whose Ray workers may be reused."""
+def phase_seconds(phase: str, count: float = 1.0) -> float:
+    """Real seconds `count` units of `phase` must last (0 when no model is set). The file is
+    read at every call: the benchmark rewrites it between runs, whose Ray workers are reused."""
     path = os.environ.get(MODEL_ENV)
     if not path:
         return 0.0
-    scale, phases = _model(path)
-    return phases.get(phase, 0.0) * scale
+    scale, phases, _ = _model(path)
+    return phases.get(phase, 0.0) * count * scale
 
 
-def pace_remaining(phase: str, started: float) -> None:
-    """Sleep until `phase`'s modelled duration has passed since `started` (perf_counter)."""
-    left = phase_seconds(phase) - (time.perf_counter() - started)
-    if left > 0:
-        time.sleep(left)
+def length_fraction(call: int) -> float:
+    """Length / cap of a worker's `call`-th response under the response-length model: the
+    golden-ratio sequence u (even spread, any window of calls) mapped to 1 below the capped
+    share c, else to (u - c) / (1 - c)."""
+    path = os.environ.get(MODEL_ENV)
+    capped = _model(path)[2] if path else 0.0
+    u = (call * GOLDEN) % 1.0
+    return 1.0 if u < capped else (u - capped) / (1.0 - capped)
 
 
-def paced(phase: str) -> Callable[[F], F]:
-    """Decorator: the call lasts at least the phase's modelled duration."""
+def response_seconds(call: int) -> float:
+    """Real seconds the async engine's `call`-th response of a worker must last."""
+    return phase_seconds("generation") + phase_seconds("generation_decode", length_fraction(call))
+
+
+def paced(*phases: str) -> Callable[[F], F]:
+    """Decorator: the call lasts at least the sum of the phases' modelled durations."""
 
     def wrap(method: F) -> F:
         @functools.wraps(method)
@@ -58,8 +83,36 @@ def paced(phase: str) -> Callable[[F], F]:
             try:
                 return method(*args, **kwargs)
             finally:
-                pace_remaining(phase, started)
+                left = sum(phase_seconds(p) for p in phases) - (time.perf_counter() - started)
+                if left > 0:
+                    time.sleep(left)
 
         return call  # type: ignore[return-value]
 
     return wrap
+
+
+class PacedJudge:
+    """A pair judge whose calls last judge_call + judge_pair * pairs (the classifier node)."""
+
+    def __init__(self, judge: Callable[[Any], Any]) -> None:
+        self.judge = judge
+
+    def __call__(self, pairs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.judge(pairs)
+        finally:
+            left = phase_seconds("judge_call") + phase_seconds("judge_pair", len(pairs))
+            left -= time.perf_counter() - started
+            if left > 0:
+                time.sleep(left)
+
+    @property
+    def stats(self) -> Any:  # the wrapped judge's counters (metrics.judge_usage)
+        return getattr(self.judge, "stats", None)
+
+
+def paced_judge(judge: Any) -> Any:
+    """The judge, paced when the benchmark's model is set (`judge` itself otherwise)."""
+    return PacedJudge(judge) if judge is not None and os.environ.get(MODEL_ENV) else judge

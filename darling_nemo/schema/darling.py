@@ -45,6 +45,11 @@ class DarlingConfig(Strict):
     # waits for it; same rewards and advantages bit for bit (README "Judge cost"). false:
     # the judge runs before the baseline, on the step's critical path.
     overlap: bool = True
+    # NeMo-RL engine with vLLM's async engine (per-sample rollouts): pairs are judged as
+    # their responses finish, while the rest of the rollout still generates; the classes
+    # are the synchronous ones (README "Judge cost"). Needs diversity semantic, partition
+    # scope all and judge_rounds waves; otherwise (printed) the judge waits for the rollout.
+    judge_during_generation: bool = True
 
     def settings(self) -> DarlingSettings:
         """The plain-value knobs the pure core takes."""
