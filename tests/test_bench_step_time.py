@@ -8,14 +8,23 @@ import time
 import pytest
 
 from darling_nemo.bench.step_time import paper_scales, report
-from darling_nemo.rehearsal.pacing import MODEL_ENV, paced, phase_seconds
+from darling_nemo.rehearsal.pacing import (
+    MODEL_ENV,
+    length_fraction,
+    paced,
+    paced_judge,
+    phase_seconds,
+    response_seconds,
+)
 
 
 def test_without_a_model_nothing_is_paced(monkeypatch):
     monkeypatch.delenv(MODEL_ENV, raising=False)
-    assert phase_seconds("judge") == 0.0
+    assert phase_seconds("judge_call") == 0.0
+    judge = object()
+    assert paced_judge(judge) is judge  # no wrapper at all outside the benchmark
     started = time.perf_counter()
-    assert paced("judge")(lambda x: x + 1)(1) == 2
+    assert paced("training")(lambda x: x + 1)(1) == 2
     assert time.perf_counter() - started < 0.05
 
 
@@ -44,17 +53,57 @@ def test_unknown_phases_are_refused_naming_the_file(monkeypatch, tmp_path):
         phase_seconds("training")
 
 
+def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(monkeypatch, tmp_path):
+    model = tmp_path / "model.json"
+    phases = {"judge_call": 1.0, "judge_pair": 0.5}
+    model.write_text(json.dumps({"real_s_per_simulated_s": 0.02, "phases": phases}))
+    monkeypatch.setenv(MODEL_ENV, str(model))
+
+    class Counting:
+        def __init__(self):
+            self.stats = {"requests": 3}
+
+        def __call__(self, pairs):
+            return [0.5] * len(pairs)
+
+    judge = paced_judge(Counting())
+    assert judge.stats == {"requests": 3}  # metrics.judge_usage reads them through
+    started = time.perf_counter()
+    assert judge([("a", "b")] * 4) == [0.5] * 4
+    # (1 + 4 x 0.5) simulated s x 0.02 = 0.06 s real
+    assert 0.06 <= time.perf_counter() - started < 0.15
+
+
+def test_response_lengths_follow_the_capped_share(monkeypatch, tmp_path):
+    model = tmp_path / "model.json"
+    spec = {"generation": 10.0, "generation_decode": 80.0}
+    model.write_text(
+        json.dumps({"real_s_per_simulated_s": 1.0, "phases": spec, "capped_fraction": 0.1})
+    )
+    monkeypatch.setenv(MODEL_ENV, str(model))
+    fractions = [length_fraction(call) for call in range(1, 1001)]
+    assert sum(f == 1.0 for f in fractions) == pytest.approx(100, abs=2)  # 10% at the cap
+    # the rest spread evenly over [0, 1): mean 0.1 x 1 + 0.9 x 0.5 = 0.55
+    assert sum(fractions) / 1000 == pytest.approx(0.55, abs=0.01)
+    assert all(0.0 <= f <= 1.0 for f in fractions)
+    # 10 s + 80 s x the call's fraction
+    assert response_seconds(7) == pytest.approx(10.0 + 80.0 * length_fraction(7))
+
+
 def test_the_paper_scale_models_by_hand():
     math, chat = paper_scales()
     # judge: 7,168 x 4,096 = 29.36 M tokens / (46,679 x 8 = 373,400 tok/s) = 78.6 s + 0.5 s
-    assert math.phases["judge"] == pytest.approx(79.1, abs=0.1)
-    # generation: 8,192 decode steps x 10 ms + 10 s
-    assert math.phases["generation"] == pytest.approx(91.92)
+    assert math.judge_s == pytest.approx(79.1, abs=0.1)
+    # each of the rehearsal's 2 x 28 = 56 pairs costs 78.6 / 56 = 1.40 s
+    assert math.phases["judge_pair"] == pytest.approx(78.6 / 56, abs=0.01)
+    # generation: 10 s, then 8,192 decode steps x 10 ms for a response of the cap
+    assert math.phases["generation"] + math.phases["generation_decode"] == pytest.approx(91.92)
     # training is 3 forwards; the reference log-probs cost one forward like the previous ones
     assert math.phases["training"] == pytest.approx(3 * math.phases["logprobs"])
     assert math.phases["reference_logprobs"] == math.phases["logprobs"]
     # 1,792 x 1,400 = 2.51 M tokens / 1.6 M tok/s = 1.57 s + 0.5 s
-    assert chat.phases["judge"] == pytest.approx(2.068, abs=1e-3)
+    assert chat.judge_s == pytest.approx(2.068, abs=1e-3)
+    assert chat.phases["judge_pair"] == pytest.approx(1.568 / 56)
 
 
 def test_report_puts_the_overlapped_wait_on_the_critical_path_not_in_training():
@@ -64,7 +113,11 @@ def test_report_puts_the_overlapped_wait_on_the_critical_path_not_in_training():
         "policy_and_reference_logprobs": 10.0,
         "policy_training": 35.0,  # 30 s of training + 5 s waiting for the judge
         "darling_judge": 5.0,
+        "darling/pairs_judged": 50.0,
+        "darling/pairs_judged_during_generation": 41.0,
     }
-    row = report([("math: x", "overlap", timers)]).splitlines()[-1]
+    row = report([("math: x", "overlap+stream", timers)]).splitlines()[-1]
     # other = 110 - 5 - 10 - 30 - 60 = 5; overhead = 5 / (110 - 5) = 4.8%
-    assert row == "| math | overlap | 110.0 | 60.0 | 10.0 | 30.0 | 5.0 | 5.0 | 4.8% |"
+    assert (
+        row == "| math | overlap+stream | 110.0 | 60.0 | 10.0 | 30.0 | 5.0 | 5.0 | 4.8% | 50 (41) |"
+    )

@@ -1,4 +1,5 @@
-"""A GRPO step at paper scale, simulated: DARLING's judge synchronous vs overlapped.
+"""A GRPO step at paper scale, simulated: DARLING's judge synchronous, overlapped with the
+log-probabilities, and judging during generation as well.
 
     .nemo-rl-cpu/bin/python -m darling_nemo.bench.step_time     (PATH must reach its `ray`)
 
@@ -7,9 +8,16 @@ private Ray, stand-ins for the GPU workers, classify_server for the served judge
 conf/math_qwen3_4b_darling.yaml, where every GPU phase and the judge last as long as the
 duration model below says (rehearsal/pacing.py; time scaled down, REAL_S_PER_SIMULATED_S),
 then reads NeMo-RL's own per-step timers from TensorBoard. Both scales run the math
-config's loop; only the durations differ (the WildChat model folds the reward model's
-scoring into generation). What the stand-ins really compute on the CPU (tiny models) and
-NeMo-RL's own bookkeeping are not modelled; they show up as `other`.
+config's loop (vLLM's async engine: per-sample rollouts); only the durations differ (the
+WildChat model folds the reward model's scoring into generation). What the stand-ins
+really compute on the CPU (tiny models) and NeMo-RL's own bookkeeping are not modelled;
+they show up as `other`.
+
+The rehearsal's step has 2 prompts x 8 responses (56 pairs) where the paper's has 256 x 8
+(7,168) or 64 x 8 (1,792): each pair the rehearsal's judge is sent costs the paper's judge
+compute / 56, so a step whose pairs are all judged costs what the paper's does. Responses
+finish as the response-length model says (`pacing.length_fraction`; a share of them at the
+cap), which is what judging during generation exploits.
 
 Durations (simulated seconds per step) come from FLOP and bandwidth arithmetic on an
 H100 SXM (989 TFLOP/s dense bf16, 3.35 TB/s), stated in `paper_scales()`; the judge is
@@ -36,18 +44,36 @@ from darling_nemo.judges.cost import (
 )
 from darling_nemo.plan import KNOWN_MODELS
 from darling_nemo.rehearsal.pacing import MODEL_ENV
+from darling_nemo.rehearsal.shrink import PROMPTS_PER_STEP
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "conf/math_qwen3_4b_darling.yaml"
 TRAIN_MFU = 0.35  # Megatron training / log-prob forward at long sequences (assumed)
-REAL_S_PER_SIMULATED_S = {"math": 0.05, "wildchat": 0.2}
+REAL_S_PER_SIMULATED_S = {"math": 0.1, "wildchat": 0.3}
+GENERATIONS = 8  # per prompt, at both paper scales and in the rehearsal
+REHEARSAL_PAIRS = PROMPTS_PER_STEP * GENERATIONS * (GENERATIONS - 1) // 2
+JUDGE_LATENCY_S = 0.5  # per call: HTTP round trip + the tail of a call (judges.cost)
+MODES = {  # name: (darling.overlap, darling.judge_during_generation)
+    "sync": (False, False),
+    "overlap": (True, False),
+    "overlap+stream": (True, True),
+}
 
 
 @dataclass
 class Scale:
     name: str
-    phases: dict[str, float]  # simulated seconds per step
+    phases: dict[str, float]  # simulated seconds per step (judge_pair: per rehearsal pair)
+    capped_fraction: float  # share of responses that reach max_new_tokens (assumed)
+    judge_s: float  # the paper step's judge: all pairs, one call
     notes: list[str]  # where each number comes from
+
+    def model(self, real_s_per_simulated_s: float) -> dict[str, object]:
+        return {
+            "real_s_per_simulated_s": real_s_per_simulated_s,
+            "phases": self.phases,
+            "capped_fraction": self.capped_fraction,
+        }
 
 
 def _policy_phases(model: str, tokens: float, seq: int, gpus: int) -> dict[str, float]:
@@ -65,64 +91,81 @@ def paper_scales() -> list[Scale]:
         H100_BF16_DENSE_FLOPS,
         0.40,
     )
+    math_judge = judge_seconds_per_step(7_168, 4_096, math_judge_tps, 8, 0.0, 0)
     math = Scale(
         "math: Qwen3-4B, 256 x 8, 8,192 tokens, 64 GPUs; Qwen3-4B classifier, 8 GPUs",
         {
-            # the longest response sets the pace: 8,192 decode steps x 10 ms (32 sequences
-            # per GPU: 8 GB of weights + ~9 GB of KV cache per step at ~2 TB/s), + 10 s
-            # refit and math-verify
-            "generation": 8_192 * 0.010 + 10,
+            # 10 s refit and math-verify, then a response of the cap takes 8,192 decode steps
+            # x 10 ms (32 sequences per GPU: 8 GB of weights + ~9 GB of KV cache per step at
+            # ~2 TB/s); a shorter one proportionally less
+            "generation": 10.0,
+            "generation_decode": 8_192 * 0.010,
             **_policy_phases("Qwen/Qwen3-4B-Base", math_tokens, 4_296, 64),
-            # the reference's all 28 pairs x 256 groups, 4,096 tokens each, one call
-            "judge": judge_seconds_per_step(7_168, 4_096, math_judge_tps, 8, 0.5, 1),
+            "judge_call": JUDGE_LATENCY_S,
+            "judge_pair": math_judge / REHEARSAL_PAIRS,
         },
+        0.10,
+        math_judge + JUDGE_LATENCY_S,
         [
             f"tokens/step 2,048 x 4,296 = {math_tokens / 1e6:.1f} M (mean response 4,096 assumed)",
+            "responses: 10% reach the 8,192 cap, the others spread evenly below it (assumed)",
             f"policy forward {TRAIN_MFU:.0%} MFU on 64 H100s; training = 3 x forward",
-            f"judge: 7,168 pairs x 4,096 tokens / ({math_judge_tps:,.0f} tok/s/GPU x 8) + 0.5 s",
+            f"judge: 7,168 pairs x 4,096 tokens / ({math_judge_tps:,.0f} tok/s/GPU x 8) "
+            f"= {math_judge:.1f} s, + {JUDGE_LATENCY_S} s per call",
         ],
     )
     chat_tokens = 64 * 8 * (300 + 700)  # prompt ~300, response ~700 of the 1,024 cap (assumed)
     chat_judge_tps = 200_000  # ModernBERT-base: FLOPs allow ~760k at 30% MFU; vLLM small-batch
+    chat_judge = judge_seconds_per_step(1_792, 1_400, chat_judge_tps, 8, 0.0, 0)
     chat = Scale(
         "WildChat: Llama-3.1-8B, 64 x 8, 1,024 tokens, 8 GPUs; ModernBERT classifier, 8 GPUs",
         {
-            # 1,024 decode steps x 12 ms (16 GB of weights per step) + 5 s reward model
-            # (Skywork 8B forward over 0.5 M tokens on 8 GPUs) + 3 s refit
-            "generation": 1_024 * 0.012 + 5 + 3,
+            # 5 s reward model (Skywork 8B forward over 0.5 M tokens on 8 GPUs) + 3 s refit,
+            # then up to 1,024 decode steps x 12 ms (16 GB of weights per step)
+            "generation": 5.0 + 3.0,
+            "generation_decode": 1_024 * 0.012,
             **_policy_phases("meta-llama/Llama-3.1-8B-Instruct", chat_tokens, 1_000, 8),
-            "judge": judge_seconds_per_step(1_792, 1_400, chat_judge_tps, 8, 0.5, 1),
+            "judge_call": JUDGE_LATENCY_S,
+            "judge_pair": chat_judge / REHEARSAL_PAIRS,
         },
+        0.05,
+        chat_judge + JUDGE_LATENCY_S,
         [
             f"tokens/step 512 x 1,000 = {chat_tokens / 1e6:.2f} M (prompt 300 + response 700)",
+            "responses: 5% reach the 1,024 cap, the others spread evenly below it (assumed)",
             f"policy forward {TRAIN_MFU:.0%} MFU on 8 H100s; training = 3 x forward",
-            f"judge: 1,792 pairs x 1,400 tokens / ({chat_judge_tps:,} tok/s/GPU x 8) + 0.5 s",
+            f"judge: 1,792 pairs x 1,400 tokens / ({chat_judge_tps:,} tok/s/GPU x 8) "
+            f"= {chat_judge:.1f} s, + {JUDGE_LATENCY_S} s per call",
         ],
     )
     return [math, chat]
 
 
-def _run(r: object, shrunk: Path, name: str, overlap: bool, model: Path) -> dict[str, float]:
-    """One recipe run of 2 steps; NeMo-RL's timers of step 2 in real seconds."""
+def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
+    """One recipe run of 2 steps; NeMo-RL's timers (real seconds) and DARLING's pair counts
+    of step 2."""
     from darling_nemo.rehearsal.run import logged_scalars, run_phase
 
+    overlap, stream = MODES[mode]
     cfg = load_config(
         str(shrunk),
         [
             f"darling.overlap={str(overlap).lower()}",
+            f"darling.judge_during_generation={str(stream).lower()}",
             "grpo.val_period=0",
             "checkpointing.enabled=false",
         ],
     )
-    path = r.workdir / f"bench_{name}_{overlap}.yaml"  # type: ignore[attr-defined]
-    save_config(cfg, path)
-    run_phase(r, f"{name} overlap={overlap}", path, 2, r.workdir / f"bench_{name}_{overlap}.log")  # type: ignore[arg-type, attr-defined]
+    stem = r.workdir / f"bench_{name}_{mode}"  # type: ignore[attr-defined]
+    save_config(cfg, stem.with_suffix(".yaml"))
+    run_phase(r, f"{name} {mode}", stem.with_suffix(".yaml"), 2, stem.with_suffix(".log"))  # type: ignore[arg-type]
     run_dir = sorted((r.workdir / "logs").glob("exp_*"))[-1]  # type: ignore[attr-defined]
     scalars = logged_scalars(run_dir)
+    wanted = {"darling/pairs_judged", "darling/pairs_judged_during_generation"}
     return {
         k.removeprefix("timing/train/"): v[2]
         for k, v in scalars.items()
-        if k.startswith("timing/train/") and 2 in v
+        if (k.startswith("timing/train/") or k in wanted) and 2 in v
     }
 
 
@@ -147,34 +190,36 @@ def run_bench(workdir: Path) -> list[tuple[str, str, dict[str, float]]]:
         start_ray(r, stack, cfg["cluster"]["gpus_per_node"] * cfg["cluster"]["num_nodes"])
         for scale, key in zip(paper_scales(), ("math", "wildchat"), strict=True):
             factor = REAL_S_PER_SIMULATED_S[key]
-            model.write_text(json.dumps({"real_s_per_simulated_s": factor, "phases": scale.phases}))
-            for overlap in (False, True):
+            model.write_text(json.dumps(scale.model(factor)))
+            for mode in MODES:
                 started = time.monotonic()
-                timers = _run(r, shrunk, key, overlap, model)
-                simulated = {k: v / factor for k, v in timers.items()}
-                rows.append((scale.name, "overlap" if overlap else "sync", simulated))
-                print(
-                    f"  {key} overlap={overlap}: done in {time.monotonic() - started:.0f} s real",
-                    flush=True,
-                )
+                measured = _run(r, shrunk, key, mode)
+                simulated = {
+                    k: v if k.startswith("darling/") else v / factor for k, v in measured.items()
+                }
+                rows.append((scale.name, mode, simulated))
+                print(f"  {key} {mode}: {time.monotonic() - started:.0f} s real", flush=True)
     return rows
 
 
 def report(rows: list[tuple[str, str, dict[str, float]]]) -> str:
     lines = [
-        "| scale | judge | step s | generation | log-probs | training | DARLING on the path (darling_judge) | other | overhead |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| scale | judge | step s | generation | log-probs | training | DARLING on the path (darling_judge) | other | overhead | pairs judged (during generation) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, mode, t in rows:
         step, judge = t["total_step_time"], t.get("darling_judge", 0.0)
         logprobs = t.get("policy_and_reference_logprobs", 0.0)
-        # In overlap mode the wait for the judge happens inside policy.train's timer.
-        training = t.get("policy_training", 0.0) - (judge if mode == "overlap" else 0.0)
+        # Overlapped, the wait for the judge happens inside policy.train's timer.
+        training = t.get("policy_training", 0.0) - (judge if MODES[mode][0] else 0.0)
         generation = t.get("generation", 0.0)
         other = step - judge - logprobs - training - generation
+        pairs = f"{t.get('darling/pairs_judged', 0):.0f}"
+        if "darling/pairs_judged_during_generation" in t:
+            pairs += f" ({t['darling/pairs_judged_during_generation']:.0f})"
         lines.append(
             f"| {name.split(':')[0]} | {mode} | {step:.1f} | {generation:.1f} | {logprobs:.1f} | "
-            f"{training:.1f} | {judge:.1f} | {other:.1f} | {judge / (step - judge):.1%} |"
+            f"{training:.1f} | {judge:.1f} | {other:.1f} | {judge / (step - judge):.1%} | {pairs} |"
         )
     return "\n".join(lines)
 
@@ -186,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     for scale in paper_scales():
         print(f"  {scale.name}")
         for phase, seconds in scale.phases.items():
-            print(f"    {phase:<20} {seconds:7.1f}")
+            print(f"    {phase:<20} {seconds:7.2f}")
+        print(f"    {'judge, all pairs':<20} {scale.judge_s:7.2f}")
         for note in scale.notes:
             print(f"    - {note}")
     print(f"time scale (real s per simulated s): {REAL_S_PER_SIMULATED_S}", flush=True)

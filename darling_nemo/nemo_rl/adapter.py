@@ -50,6 +50,7 @@ from typing import Any
 
 from darling_nemo.judges import make_judge
 from darling_nemo.nemo_rl.checks import (
+    STREAM_ON,
     overlap_fallbacks,
     stream_fallbacks,
     validate_nemo_rl_config,
@@ -69,7 +70,6 @@ NEMO_RL_VERSION = "0.4.0"
 JUDGE_TIMER = "darling_judge"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OVERLAP_ON = "darling.overlap: the judge runs while NeMo-RL computes log-probabilities"
-STREAM_ON = "darling.judge_during_generation: pairs are judged as their responses finish"
 
 
 class DarlingLogger:

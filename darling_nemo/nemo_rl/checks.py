@@ -167,6 +167,9 @@ def overlap_fallbacks(cfg: dict[str, Any]) -> list[str]:
     return []
 
 
+STREAM_ON = "darling.judge_during_generation: pairs are judged as their responses finish"
+
+
 def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
     """Why darling.judge_during_generation=true cannot judge during this config's rollouts,
     naming the keys; empty when it can."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
+from darling_nemo.nemo_rl.checks import STREAM_ON, stream_fallbacks
 from darling_nemo.rehearsal.shrink import lookup, shrink_overrides, shrunk_cluster
 from darling_nemo.resources import resource_path
 from darling_nemo.schema import validate_darling
@@ -392,6 +393,11 @@ def verify_run(
         f"trained steps {trained}, expected [{step}] (a resume continues, it does not restart)",
     )
     for name in ("darling/quality_mean", "darling/diversity_mean", "timing/train/darling_judge"):
+        check(step in scalars.get(name, {}), phase, f"{name} was not logged at step {step}")
+    darling = validate_darling(cfg["darling"])
+    if darling.judge_during_generation and not stream_fallbacks(cfg, darling):
+        check(STREAM_ON in text, phase, "the rollout did not feed the judge during generation")
+        name = "darling/pairs_judged_during_generation"
         check(step in scalars.get(name, {}), phase, f"{name} was not logged at step {step}")
     error = scalars["train/token_mult_prob_error"][step]
     check(
