@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
@@ -20,6 +21,8 @@ from darling_nemo.core import (
 )
 from darling_nemo.judge_stream import JudgeStream
 from darling_nemo.schema import validate_darling
+
+CONFIG = Path(__file__).resolve().parents[1] / "conf" / "math_qwen3_4b_darling.yaml"
 
 
 class CountingJudge:
@@ -170,3 +173,26 @@ def test_close_without_open_and_reopen_drop_old_rollouts():
     stream.open()
     stream.add(1, "p", "second rollout a b c d e f")
     assert stream.close() == {}
+
+
+def test_configs_that_cannot_judge_during_generation_say_which_key():
+    from darling_nemo.config import load_config
+    from darling_nemo.nemo_rl.checks import stream_fallbacks
+
+    cfg = load_config(CONFIG, [])
+    darling = validate_darling(cfg["darling"])
+    assert darling.judge_during_generation and stream_fallbacks(cfg, darling) == []
+
+    sync_engine = load_config(CONFIG, ["policy.generation.vllm_cfg.async_engine=false"])
+    (reason,) = stream_fallbacks(sync_engine, darling)
+    assert reason.startswith("policy.generation.vllm_cfg.async_engine is not true")
+
+    for change, key in [
+        ({"partition_scope": "correct"}, "darling.partition_scope=correct"),
+        ({"judge_rounds": "one"}, "darling.judge_rounds=one"),
+        ({"judge": {"kind": "lexical"}}, "darling.judge.kind"),
+        ({"diversity": "ngram"}, "darling.diversity"),
+    ]:
+        other = validate_darling({**cfg["darling"], **change})
+        (reason,) = stream_fallbacks(cfg, other)
+        assert key in reason, (change, reason)

@@ -185,7 +185,7 @@ def run_bench(workdir: Path) -> list[tuple[str, str, dict[str, float]]]:
     rows = []
     with ExitStack() as stack:
         port = _free_port()
-        shrunk, cfg = prepare(r, f"http://127.0.0.1:{port}")
+        shrunk, _, cfg = prepare(r, f"http://127.0.0.1:{port}")
         start_judge_server(r, stack, port, None)
         start_ray(r, stack, cfg["cluster"]["gpus_per_node"] * cfg["cluster"]["num_nodes"])
         for scale, key in zip(paper_scales(), ("math", "wildchat"), strict=True):
