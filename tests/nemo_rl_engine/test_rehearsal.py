@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from darling_nemo.config import load_config
 from darling_nemo.nemo_rl.adapter import OVERLAP_ON
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
 
-REPO = Path(__file__).resolve().parent.parent
 NEMO_RL_CONFIGS = sorted(
     p.relative_to(REPO).as_posix()
     for p in (REPO / "conf").glob("*.yaml")

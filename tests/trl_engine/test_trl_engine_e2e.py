@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import REPO
 from safetensors.torch import load_file
 
 from darling_nemo.config import load_config
 from darling_nemo.schema import ConfigError
 from darling_nemo.trl.run import checkpoint_step, last_checkpoint, run
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)

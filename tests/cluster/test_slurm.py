@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,6 @@ from darling_nemo.config import load_config
 from darling_nemo.nemo_rl.adapter import checkpoint_must_save_by, save_by_epoch
 from darling_nemo.schema import ServedJudgeConfig, validate_darling
 
-REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / "slurm"
 IMAGE = "/images/darling-nemo.sqsh"
 DRIVER_RECIPES = ("recipes/darling_wildchat.py", "recipes/darling_math.py")

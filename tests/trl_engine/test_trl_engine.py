@@ -12,11 +12,11 @@ import math
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -456,8 +456,6 @@ def test_a_policy_with_a_chat_template_is_prompted_in_it(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- config checks and notes
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_validate_trl_config_refuses_a_bad_config_without_importing_torch():
