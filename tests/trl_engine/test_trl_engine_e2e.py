@@ -259,14 +259,7 @@ def tiny_reward_model(path: Path) -> Path:
     from darling_nemo.trl.policy import char_tokenizer, tiny_llama
 
     tokenizer = char_tokenizer()
-    config = tiny_llama(
-        tokenizer,
-        hidden_size=32,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=64,
-        max_positions=2048,
-    ).config
+    config = tiny_llama(tokenizer, 32, 1, 2, 64, 2048).config  # width 32, 1 layer, 2 heads
     config.num_labels = 1
     torch.manual_seed(0)
     LlamaForSequenceClassification(config).save_pretrained(path)
