@@ -39,7 +39,7 @@ from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.schema import ConfigError, MiniConfig, validate_section
-from darling_nemo.trl.policy import tiny_llama, word_tokenizer
+from darling_nemo.trl.policy import tiny_policy, word_tokenizer
 from darling_nemo.trl.run import check_resume_config, run
 from darling_nemo.trl.tasks import digit_sum_targets, digit_sum_task
 
@@ -127,14 +127,7 @@ def make_warm_start(
     task = digit_sum_task(cfg.task)
     tokenizer = word_tokenizer(task.vocabulary())
     torch.manual_seed(seed)
-    model = tiny_llama(
-        tokenizer,
-        hidden_size=cfg.policy.hidden_size,
-        num_layers=cfg.policy.num_layers,
-        num_heads=cfg.policy.num_heads,
-        intermediate_size=cfg.policy.intermediate_size,
-        max_positions=max_positions,
-    )
+    model = tiny_policy(tokenizer, cfg.policy, max_positions)
     losses = warm_start(
         model,
         tokenizer,

@@ -18,17 +18,25 @@ RECIPE_ENV = {
 }
 
 
+def run_python(
+    *args: str, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`python *args` in a fresh interpreter (this one's executable) from the repository root,
+    stdout and stderr captured as text; `env` replaces the environment when given."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def run_recipe(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """`recipes/<script>` as a user runs it: a fresh interpreter, from the repository root,
     offline. With `check`, a non-zero exit fails the test with the end of its stderr."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "recipes" / script), *args],
-        cwd=REPO,
-        env=RECIPE_ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_python(str(REPO / "recipes" / script), *args, env=RECIPE_ENV, timeout=600)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

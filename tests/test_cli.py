@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
-from pathlib import Path
 from typing import get_args
 
 import pytest
+from helpers import REPO
 
 from darling_nemo import data_prep, score, serve_classifiers
 from darling_nemo.schema import JudgeConfig
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def recipe_main(name: str):

@@ -1,21 +1,20 @@
 """Every NeMo-RL recipe config in conf/ loads, validates and says what it claims (no nemo_rl).
 
-tests/test_nemo_rl_integration.py additionally loads each file with NeMo-RL's own loader and
+tests/nemo_rl_engine/test_nemo_rl_integration.py additionally loads each file with NeMo-RL's own loader and
 validates it against NeMo-RL's MasterConfig when nemo_rl is importable.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
+from helpers import REPO
 
 from darling_nemo.config import load_config, load_yaml_with_defaults
 from darling_nemo.nemo_rl.checks import unknown_config_keys, validate_nemo_rl_config
 from darling_nemo.schema import ConfigError
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = REPO / "conf"
 COMMON = CONF / "base" / "common.yaml"
 # The NeMo-RL recipe configs (conf/local, conf/mini, conf/eval belong to other engines).
 RECIPE_CONFIGS = sorted(p for p in CONF.glob("*.yaml") if p.name.startswith(("math_", "wildchat_")))

@@ -8,7 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 README = (REPO / "README.md").read_text()
 
 

@@ -9,13 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from darling_nemo.config import load_config
 from darling_nemo.evals.schema import MathEvalConfig, NoveltyBenchConfig, validate_eval
 from darling_nemo.resources import RESOURCES_DIR, resource_path
 from darling_nemo.schema import ClassifierTrainConfig
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def provenance_table() -> list[dict[str, str]]:

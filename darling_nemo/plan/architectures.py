@@ -68,7 +68,7 @@ class Architecture:
 
 
 # Numbers from each checkpoint's config.json. Parameter counts reproduce the published ones
-# (tests/test_plan.py: 4,022,468,096 for Qwen3-4B, 8,030,261,248 for Llama-3.1-8B, ...).
+# (tests/cluster/test_plan.py: 4,022,468,096 for Qwen3-4B, 8,030,261,248 for Llama-3.1-8B, ...).
 # fmt: off
 KNOWN_MODELS: dict[str, Architecture] = {a.name: a for a in [
     #            name                                  hidden layers heads kv head_dim  MLP   vocab   tied

@@ -2,7 +2,7 @@
 
 Every key is read as it is in the config and a missing one is an error naming it, except the
 keys of `ABSENT_KEY_DEFAULTS`: those a config may leave out (NeMo-RL's own example configs,
-and the minimal configs tests/test_plan.py plans, lack some of them), where the table holds
+and the minimal configs tests/cluster/test_plan.py plans, lack some of them), where the table holds
 what NeMo-RL v0.4.0 itself does without them.
 """
 

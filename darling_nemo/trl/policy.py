@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from darling_nemo.schema import TrlRunConfig
+from darling_nemo.schema import TinyPolicyConfig, TrlRunConfig
 
 if TYPE_CHECKING:
     from darling_nemo.trl.tasks import Task
@@ -81,6 +81,20 @@ def tiny_llama(
     return LlamaForCausalLM(config)
 
 
+def tiny_policy(
+    tokenizer: PreTrainedTokenizerFast, policy: TinyPolicyConfig, max_positions: int
+) -> LlamaForCausalLM:
+    """The randomly initialised Llama a config's `policy: {kind: tiny, ...}` describes."""
+    return tiny_llama(
+        tokenizer,
+        hidden_size=policy.hidden_size,
+        num_layers=policy.num_layers,
+        num_heads=policy.num_heads,
+        intermediate_size=policy.intermediate_size,
+        max_positions=max_positions,
+    )
+
+
 def build_policy(cfg: TrlRunConfig, task: Task, output_dir: Path) -> tuple[Any, Any]:
     """(model, tokenizer), always loaded with `from_pretrained`.
 
@@ -101,14 +115,8 @@ def build_policy(cfg: TrlRunConfig, task: Task, output_dir: Path) -> tuple[Any, 
             prompt_tokens = max(
                 len(tokenizer(row["prompt"])["input_ids"]) for row in task.train_rows
             )
-            model = tiny_llama(
-                tokenizer,
-                hidden_size=policy.hidden_size,
-                num_layers=policy.num_layers,
-                num_heads=policy.num_heads,
-                intermediate_size=policy.intermediate_size,
-                max_positions=prompt_tokens + cfg.trainer.max_completion_length + 1,
-            )
+            max_positions = prompt_tokens + cfg.trainer.max_completion_length + 1
+            model = tiny_policy(tokenizer, policy, max_positions)
             tokenizer.save_pretrained(path)
             model.save_pretrained(path)
         name_or_path, dtype = str(path), torch.float32

@@ -10,18 +10,16 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO, run_python
 
 from darling_nemo.config import load_config
 from darling_nemo.nemo_rl.adapter import OVERLAP_ON
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
 
-REPO = Path(__file__).resolve().parent.parent
 NEMO_RL_CONFIGS = sorted(
     p.relative_to(REPO).as_posix()
     for p in (REPO / "conf").glob("*.yaml")
@@ -138,15 +136,7 @@ def test_shrink_changes_only_sizes_paths_and_services():
 def run_rehearsal(args: list[str], timeout: int = 1500) -> tuple[int, str, float]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    proc = run_python(*args, env=env, timeout=timeout)
     wall = time.monotonic() - start
     out = proc.stdout + proc.stderr
     print(out[-4000:])

@@ -1,7 +1,7 @@
 """darling-prep-math / darling-prep-wildchat on the data shipped in darling_nemo/resources and tmp files.
 
 The output format is checked here with the `datasets` JSON loader NeMo-RL's ResponseDataset
-uses; tests/test_nemo_rl_integration.py feeds it through NeMo-RL's own data pipeline.
+uses; tests/nemo_rl_engine/test_nemo_rl_integration.py feeds it through NeMo-RL's own data pipeline.
 """
 
 from __future__ import annotations

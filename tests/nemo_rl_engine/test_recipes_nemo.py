@@ -1,18 +1,16 @@
 """recipes/darling_math.py and darling_wildchat.py up to the point NeMo-RL is needed (no GPU).
 
 The NeMo-RL part itself (setup + grpo_train with the hook) runs in
-tests/test_nemo_rl_integration.py when nemo_rl is importable.
+tests/nemo_rl_engine/test_nemo_rl_integration.py when nemo_rl is importable.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
 
 
 def recipe(name: str):

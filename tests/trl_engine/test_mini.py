@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +42,6 @@ from darling_nemo.trl.policy import char_tokenizer, tiny_llama, word_tokenizer
 from darling_nemo.trl.tasks import digit_sum_quality, digit_sum_targets
 
 DICE = DigitSum(length=6, min_digit=1, max_digit=6)
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from helpers import REPO
 
 from darling_nemo.config import (
     apply_overrides,
@@ -22,7 +21,7 @@ from darling_nemo.schema import (
     validate_section,
 )
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = REPO / "conf"
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 # Environments and caches (git-ignored): third-party scripts, not the project's.
 SKIP_DIRS = {".venv", ".nemo-rl-cpu", ".git", "node_modules", "__pycache__"}
 

@@ -9,14 +9,12 @@ that in a real GRPOTrainer step.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import REPO, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -457,8 +455,6 @@ def test_a_policy_with_a_chat_template_is_prompted_in_it(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- config checks and notes
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def test_validate_trl_config_refuses_a_bad_config_without_importing_torch():
     script = (
@@ -475,9 +471,7 @@ def test_validate_trl_config_refuses_a_bad_config_without_importing_torch():
         "cfg = validate_trl_config(load_config('conf/local/math_trl.yaml', ['darling.floor=0.2']))\n"
         "print(type(cfg).__name__, cfg.darling.floor)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
+    out = run_python("-c", script, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "invalid config:",

@@ -4,9 +4,9 @@ and the miniature's arm run configs that the TRL run directory is checked agains
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,8 +14,6 @@ from darling_nemo.config import load_config
 from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.schema import ConfigError, MiniConfig, TrlRunConfig, validate_section
 from darling_nemo.trl import validate_trl_config
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_changed_settings_names_each_key_path_old_and_new():

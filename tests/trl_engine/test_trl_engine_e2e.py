@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import REPO
 from safetensors.torch import load_file
 
 from darling_nemo.config import load_config
 from darling_nemo.schema import ConfigError
 from darling_nemo.trl.run import checkpoint_step, last_checkpoint, run
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -55,15 +54,20 @@ def assert_finite(metrics: dict) -> None:
             assert math.isfinite(value), key
 
 
-def test_math_recipe_runs_a_few_steps_through_trl(tmp_path):
-    out = tmp_path / "math"
-    code = recipe_main("darling_math")(
-        ["--config", "conf/local/math_trl.yaml", f"output_dir={out}", "+torch_threads=1"]
-    )
+def run_cpu_config(recipe: str, config: str, out: Path) -> dict:
+    """`recipes/<recipe>.py --config <config>` in this interpreter: its 4 steps end with exit
+    code 0 and finite final metrics, which it returns."""
+    code = recipe_main(recipe)(["--config", config, f"output_dir={out}", "+torch_threads=1"])
     assert code == 0
     final = json.loads((out / "final_metrics.json").read_text())
     assert final["global_step"] == 4
     assert_finite(final)
+    return final
+
+
+def test_math_recipe_runs_a_few_steps_through_trl(tmp_path):
+    out = tmp_path / "math"
+    final = run_cpu_config("darling_math", "conf/local/math_trl.yaml", out)
     for key in ("darling/quality_mean", "darling/diversity_mean", "eval/pass@1", "eval/pass@8"):
         assert key in final
     train = read_jsonl(out / "train_log.jsonl")
@@ -76,13 +80,7 @@ def test_math_recipe_runs_a_few_steps_through_trl(tmp_path):
 
 def test_wildchat_recipe_with_kl_runs_through_trl(tmp_path):
     out = tmp_path / "wildchat"
-    code = recipe_main("darling_wildchat")(
-        ["--config", "conf/local/wildchat_trl.yaml", f"output_dir={out}", "+torch_threads=1"]
-    )
-    assert code == 0
-    final = json.loads((out / "final_metrics.json").read_text())
-    assert final["global_step"] == 4
-    assert_finite(final)
+    run_cpu_config("darling_wildchat", "conf/local/wildchat_trl.yaml", out)
     logged = read_jsonl(out / "train_log.jsonl")
     # The stand-in quality (capped length) varies, so advantages are not all zero.
     assert any(r["darling/advantage_abs_mean"] > 0 for r in logged)
@@ -254,22 +252,15 @@ def test_bad_configs_fail_before_training_with_the_key_path(tmp_path):
 
 
 def tiny_reward_model(path: Path) -> Path:
-    """A randomly initialised 1-label Llama classifier over the character tokenizer."""
-    from transformers import LlamaConfig, LlamaForSequenceClassification
+    """A randomly initialised 1-label Llama classifier over the character tokenizer (no chat
+    template): the tiny policy's shape with a score head."""
+    from transformers import LlamaForSequenceClassification
 
-    from darling_nemo.trl.policy import char_tokenizer
+    from darling_nemo.trl.policy import char_tokenizer, tiny_llama
 
     tokenizer = char_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        num_labels=1,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = tiny_llama(tokenizer, 32, 1, 2, 64, 2048).config  # width 32, 1 layer, 2 heads
+    config.num_labels = 1
     torch.manual_seed(0)
     LlamaForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)

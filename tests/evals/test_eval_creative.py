@@ -24,7 +24,6 @@ from darling_nemo.evals.creative import (
 )
 from darling_nemo.evals.schema import EndpointConfig, RubricConfig
 
-REPO = Path(__file__).resolve().parents[1]
 RUBRIC = RubricConfig(
     criteria=["Originality", "Coherence", "Clichés"], negative_criteria=["Clichés"]
 )

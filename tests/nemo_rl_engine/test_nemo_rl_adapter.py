@@ -3,7 +3,7 @@
 No nemo_rl needed: the batch is a plain dict with the keys and types grpo_train's
 `repeated_batch` has after `run_multi_turn_rollout` / `run_async_multi_turn_rollout`
 (message_log of {role, content, token_ids} dicts, total_reward float32 [B], idx, length,
-loss_multiplier, task_name, extra_env_info, truncated). tests/test_nemo_rl_integration.py
+loss_multiplier, task_name, extra_env_info, truncated). tests/nemo_rl_engine/test_nemo_rl_integration.py
 runs the same transform inside NeMo-RL's real functions.
 """
 

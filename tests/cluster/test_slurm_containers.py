@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 CONTAINERS = REPO / "containers"
 
 

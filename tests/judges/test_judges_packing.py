@@ -1,6 +1,6 @@
 """Sizing served-judge requests by tokens: the token count of each pair (counted with the
 tokenizer, or estimated without one) and the greedy in-order packing of pairs into requests.
-The served judge itself runs against real servers in tests/test_classify_server.py."""
+The served judge itself runs against real servers in tests/judges/test_classify_server.py."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from darling_nemo.config import load_config
 from darling_nemo.plan.layout import optional, required
 from darling_nemo.schema import ConfigError, ServedJudgeConfig
 
-REPO = Path(__file__).resolve().parent.parent
 GIB = 1024**3
 H100 = plan.STANDARD_GPUS["80 GB (H100)"]
 H200 = plan.STANDARD_GPUS["141 GB (H200)"]

@@ -31,8 +31,6 @@ from darling_nemo.schema import (
     LexicalJudgeConfig,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-
 # Responses longer than 5 words, so the short-answer rule never decides them.
 A = "the quick brown fox jumps over the lazy dog"
 B = "a quick brown fox leaps over a sleeping dog"

@@ -1,7 +1,7 @@
 """The adapter inside NeMo-RL v0.4.0's real functions (skipped when nemo_rl is not importable).
 
 Run on a CPU machine with NeMo-RL's source on PYTHONPATH and its CPU-installable pins:
-    PYTHONPATH=/path/to/nemo-rl python -m pytest -m nemo_rl tests/test_nemo_rl_integration.py
+    PYTHONPATH=/path/to/nemo-rl python -m pytest -m nemo_rl tests/nemo_rl_engine/test_nemo_rl_integration.py
 
 What is real here: NeMo-RL's BatchedDataDict, calculate_baseline_and_std_per_prompt,
 normalize_advantages_with_epsilon, config loader and Hydra overrides, MasterConfig,
@@ -34,6 +34,7 @@ pytestmark = pytest.mark.nemo_rl
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from helpers import REPO  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from darling_nemo.config import load_config, load_yaml_with_defaults  # noqa: E402
@@ -49,7 +50,6 @@ from darling_nemo.nemo_rl.adapter import (  # noqa: E402
 if not OmegaConf.has_resolver("mul"):  # NeMo-RL's examples register it at import time
     OmegaConf.register_new_resolver("mul", lambda a, b: a * b)
 
-REPO = Path(__file__).resolve().parent.parent
 CONF = REPO / "conf"
 RECIPE_CONFIGS = sorted(p for p in CONF.glob("*.yaml") if p.name.startswith(("math_", "wildchat_")))
 LEXICAL = "darling.judge={kind: lexical}"

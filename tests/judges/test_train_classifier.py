@@ -15,6 +15,7 @@ import helpers
 import numpy as np
 import pytest
 import torch
+from helpers import REPO
 from safetensors.torch import load_file
 
 from darling_nemo.classifier_training.modes import contrastive_loss
@@ -24,7 +25,6 @@ from darling_nemo.judges.pairdata import accuracy, calibrate_threshold, load_pai
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
 from darling_nemo.schema import ClassifierTrainConfig, validate_darling
 
-REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "train_classifier.py"
 
 

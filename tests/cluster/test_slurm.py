@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,6 @@ from darling_nemo.config import load_config
 from darling_nemo.nemo_rl.adapter import checkpoint_must_save_by, save_by_epoch
 from darling_nemo.schema import ServedJudgeConfig, validate_darling
 
-REPO = Path(__file__).resolve().parent.parent
 SLURM = REPO / "slurm"
 IMAGE = "/images/darling-nemo.sqsh"
 DRIVER_RECIPES = ("recipes/darling_wildchat.py", "recipes/darling_math.py")
@@ -212,13 +212,7 @@ def override(cmd: list[str], key: str) -> str | None:
 def assert_recipe_accepts(driver_cmd: list[str]) -> None:
     """Run the driver's command line through the real recipe's --dry-run (no NeMo-RL needed)."""
     assert driver_cmd[:2] == ["uv", "run"]  # in the image: NeMo-RL's environment, never synced
-    res = subprocess.run(
-        [sys.executable, *driver_cmd[2:], "--dry-run"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    res = run_python(*driver_cmd[2:], "--dry-run", timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -581,13 +575,7 @@ def test_serve_classifiers_dry_run_is_accepted_by_darling_serve_classifiers(clus
         in res.stdout
     )
     # The real darling-serve-classifiers accepts exactly these arguments.
-    check = subprocess.run(
-        [sys.executable, *cmd[1:], "--dry-run"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    check = run_python(*cmd[1:], "--dry-run", timeout=60)
     assert check.returncode == 0, check.stderr
     assert check.stdout.count("--task classify") == 4
     del env["CLASSIFIER_MODEL"]

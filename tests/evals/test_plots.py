@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import REPO
 from PIL import Image
 
 from darling_nemo.evals.creative import summarize_creative
@@ -19,7 +20,6 @@ from darling_nemo.evals.plots import load_summaries, make_report, markdown_table
 from darling_nemo.evals.records import write_json
 from darling_nemo.evals.schema import RubricConfig
 
-REPO = Path(__file__).resolve().parents[1]
 C0 = np.array([31, 119, 180])  # matplotlib's first line colour (#1f77b4)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import yaml
 from aiohttp import ClientSession, web
+from helpers import REPO
 
 from darling_nemo.config import apply_overrides
 from darling_nemo.judges import make_judge
@@ -242,7 +243,7 @@ def test_in_process_equals_served_past_the_template_budget(servers, model_dir):
 
 def test_decoder_classifier_served_equals_in_process(qwen3_append_pad):
     # The tokenizer appends its pad id to every input; both paths pool that last token, as
-    # vLLM does (tests/test_judges.py checks the value against an unpadded forward pass).
+    # vLLM does (tests/judges/test_judges.py checks the value against an unpadded forward pass).
     pairs = random_pairs(10, seed=9)
     in_process = make_judge(
         validate_darling(
@@ -674,7 +675,7 @@ def test_launcher_dry_run_prints_commands_and_endpoints(capsys):
 def test_launcher_reads_the_shipped_config(capsys):
     from darling_nemo.serve_classifiers import main
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     config = str(repo / "conf/classifier/serve_8gpu.yaml")
     assert main(["--config", config, "advertise_host=n1", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()

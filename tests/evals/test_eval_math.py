@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
-from helpers import RECIPE_ENV, run_recipe
+from helpers import RECIPE_ENV, REPO, run_recipe
 
 from darling_nemo.config import load_config
 from darling_nemo.evals.math import (
@@ -23,7 +22,6 @@ from darling_nemo.evals.schema import MathBenchmark, MathEvalConfig, validate_ev
 from darling_nemo.resources import RESOURCES_DIR
 from darling_nemo.schema import ConfigError
 
-REPO = Path(__file__).resolve().parents[1]
 DATA = RESOURCES_DIR / "math_eval"
 
 # ----------------------------------------------------------------------------- grading
