@@ -15,7 +15,8 @@ they show up as `other`.
 
 The rehearsal's step has 2 prompts x 8 responses (56 pairs) where the paper's has 256 x 8
 (7,168) or 64 x 8 (1,792): each pair the rehearsal's judge is sent costs the paper's judge
-compute / 56, so a step whose pairs are all judged costs what the paper's does. Responses
+compute / 56, and the judge's threshold is set to 1 (no pair equivalent), so every pair is
+judged and a step costs what the reference's all-pairs judge costs at paper scale. Responses
 finish as the response-length model says (`pacing.length_fraction`; a share of them at the
 cap), which is what judging during generation exploits.
 
@@ -152,6 +153,9 @@ def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
         [
             f"darling.overlap={str(overlap).lower()}",
             f"darling.judge_during_generation={str(stream).lower()}",
+            # No pair is ever equivalent, so every pair the lexical rules leave open is
+            # judged: the reference's cost (diverse groups), the waves' worst case.
+            "darling.judge.threshold=1.0",
             "grpo.val_period=0",
             "checkpointing.enabled=false",
         ],

@@ -39,7 +39,7 @@ Not fixed up: the per-message `advantages` views inside `repeated_batch["message
 (zeros), which grpo_train does not read after building train_data.
 
 What would read the reward earlier is refused by `checks.py` (reward shaping with
-overlap, dynamic sampling altogether). Tests: tests/test_nemo_rl_overlap.py.
+overlap, dynamic sampling altogether). Tests: tests/nemo_rl_engine/test_nemo_rl_overlap.py.
 """
 
 from __future__ import annotations

@@ -335,4 +335,4 @@ def test_group_numbers_follow_first_appearance():
 
 
 # The rehearsal of every NeMo-RL config runs overlapped (the default) and checks it:
-# tests/test_rehearsal.py::test_rehearsal_passes.
+# tests/nemo_rl_engine/test_rehearsal.py::test_rehearsal_passes.

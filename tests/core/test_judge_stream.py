@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
+from helpers import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_core_properties import group, seeded_judge
@@ -22,7 +22,7 @@ from darling_nemo.core import (
 from darling_nemo.judge_stream import JudgeStream
 from darling_nemo.schema import validate_darling
 
-CONFIG = Path(__file__).resolve().parents[1] / "conf" / "math_qwen3_4b_darling.yaml"
+CONFIG = REPO / "conf" / "math_qwen3_4b_darling.yaml"
 
 
 class CountingJudge:
