@@ -57,3 +57,21 @@ def nemo_config(darling: dict | None = None, **grpo) -> dict:
         "loss_fn": {"token_level_loss": True},
         "darling": {"judge": {"kind": "lexical"}, **(darling or {})},
     }
+
+
+def scale_rewards_and_baseline(cfg: dict, batch, input_ids) -> tuple:
+    """grpo_train v0.4.0's first lines after the rollout: scale_rewards (where the DARLING
+    hook sits), then NeMo-RL's group baseline and std; returns (batch, baseline, std)."""
+    import torch
+    from nemo_rl.algorithms import grpo
+    from nemo_rl.algorithms.utils import calculate_baseline_and_std_per_prompt
+
+    batch = grpo.scale_rewards(batch, cfg["grpo"]["reward_scaling"])
+    rewards = batch["total_reward"]
+    baseline, std = calculate_baseline_and_std_per_prompt(
+        input_ids,
+        rewards,
+        torch.ones_like(rewards),
+        leave_one_out_baseline=cfg["grpo"]["use_leave_one_out_baseline"],
+    )
+    return batch, baseline, std

@@ -50,6 +50,7 @@ from darling_nemo.rehearsal.shrink import PROMPTS_PER_STEP
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = "conf/math_qwen3_4b_darling.yaml"
 TRAIN_MFU = 0.35  # Megatron training / log-prob forward at long sequences (assumed)
+SCALES = ("math", "wildchat")  # paper_scales' order
 REAL_S_PER_SIMULATED_S = {"math": 0.1, "wildchat": 0.3}
 GENERATIONS = 8  # per prompt, at both paper scales and in the rehearsal
 REHEARSAL_PAIRS = PROMPTS_PER_STEP * GENERATIONS * (GENERATIONS - 1) // 2
@@ -85,16 +86,18 @@ def _policy_phases(model: str, tokens: float, seq: int, gpus: int) -> dict[str, 
     return {"logprobs": forward, "reference_logprobs": forward, "training": 3 * forward}
 
 
-def paper_scales() -> list[Scale]:
+def paper_scales(classifier_gpus: int = 8) -> list[Scale]:
+    """The math and WildChat scales, the classifier on `classifier_gpus` H100s."""
+    gpus = classifier_gpus
     math_tokens = 256 * 8 * (4_096 + 200)  # mean response: half the 8,192 cap (assumed)
     math_judge_tps = tokens_per_s_per_gpu(
         forward_flops_per_token(KNOWN_MODELS["dogtooth/qwen3-4b-emb-finetuned-step-70-hf"], 4_096),
         H100_BF16_DENSE_FLOPS,
         0.40,
     )
-    math_judge = judge_seconds_per_step(7_168, 4_096, math_judge_tps, 8, 0.0, 0)
+    math_judge = judge_seconds_per_step(7_168, 4_096, math_judge_tps, gpus, 0.0, 0)
     math = Scale(
-        "math: Qwen3-4B, 256 x 8, 8,192 tokens, 64 GPUs; Qwen3-4B classifier, 8 GPUs",
+        f"math: Qwen3-4B, 256 x 8, 8,192 tokens, 64 GPUs; Qwen3-4B classifier, {gpus} GPUs",
         {
             # 10 s refit and math-verify, then a response of the cap takes 8,192 decode steps
             # x 10 ms (32 sequences per GPU: 8 GB of weights + ~9 GB of KV cache per step at
@@ -111,15 +114,15 @@ def paper_scales() -> list[Scale]:
             f"tokens/step 2,048 x 4,296 = {math_tokens / 1e6:.1f} M (mean response 4,096 assumed)",
             "responses: 10% reach the 8,192 cap, the others spread evenly below it (assumed)",
             f"policy forward {TRAIN_MFU:.0%} MFU on 64 H100s; training = 3 x forward",
-            f"judge: 7,168 pairs x 4,096 tokens / ({math_judge_tps:,.0f} tok/s/GPU x 8) "
+            f"judge: 7,168 pairs x 4,096 tokens / ({math_judge_tps:,.0f} tok/s/GPU x {gpus}) "
             f"= {math_judge:.1f} s, + {JUDGE_LATENCY_S} s per call",
         ],
     )
     chat_tokens = 64 * 8 * (300 + 700)  # prompt ~300, response ~700 of the 1,024 cap (assumed)
     chat_judge_tps = 200_000  # ModernBERT-base: FLOPs allow ~760k at 30% MFU; vLLM small-batch
-    chat_judge = judge_seconds_per_step(1_792, 1_400, chat_judge_tps, 8, 0.0, 0)
+    chat_judge = judge_seconds_per_step(1_792, 1_400, chat_judge_tps, gpus, 0.0, 0)
     chat = Scale(
-        "WildChat: Llama-3.1-8B, 64 x 8, 1,024 tokens, 8 GPUs; ModernBERT classifier, 8 GPUs",
+        f"WildChat: Llama-3.1-8B, 64 x 8, 1,024 tokens, 8 GPUs; ModernBERT classifier, {gpus} GPUs",
         {
             # 5 s reward model (Skywork 8B forward over 0.5 M tokens on 8 GPUs) + 3 s refit,
             # then up to 1,024 decode steps x 12 ms (16 GB of weights per step)
@@ -135,7 +138,7 @@ def paper_scales() -> list[Scale]:
             f"tokens/step 512 x 1,000 = {chat_tokens / 1e6:.2f} M (prompt 300 + response 700)",
             "responses: 5% reach the 1,024 cap, the others spread evenly below it (assumed)",
             f"policy forward {TRAIN_MFU:.0%} MFU on 8 H100s; training = 3 x forward",
-            f"judge: 1,792 pairs x 1,400 tokens / ({chat_judge_tps:,} tok/s/GPU x 8) "
+            f"judge: 1,792 pairs x 1,400 tokens / ({chat_judge_tps:,} tok/s/GPU x {gpus}) "
             f"= {chat_judge:.1f} s, + {JUDGE_LATENCY_S} s per call",
         ],
     )
@@ -173,7 +176,9 @@ def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
     }
 
 
-def run_bench(workdir: Path) -> list[tuple[str, str, dict[str, float]]]:
+def run_bench(
+    workdir: Path, scales: list[Scale], keys: list[str], modes: list[str]
+) -> list[tuple[str, str, dict[str, float]]]:
     from darling_nemo.rehearsal.run import (
         Rehearsal,
         _free_port,
@@ -192,10 +197,10 @@ def run_bench(workdir: Path) -> list[tuple[str, str, dict[str, float]]]:
         shrunk, _, cfg = prepare(r, f"http://127.0.0.1:{port}")
         start_judge_server(r, stack, port, None)
         start_ray(r, stack, cfg["cluster"]["gpus_per_node"] * cfg["cluster"]["num_nodes"])
-        for scale, key in zip(paper_scales(), ("math", "wildchat"), strict=True):
+        for scale, key in zip(scales, keys, strict=True):
             factor = REAL_S_PER_SIMULATED_S[key]
             model.write_text(json.dumps(scale.model(factor)))
-            for mode in MODES:
+            for mode in modes:
                 started = time.monotonic()
                 measured = _run(r, shrunk, key, mode)
                 simulated = {
@@ -230,9 +235,20 @@ def report(rows: list[tuple[str, str, dict[str, float]]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args(argv)
+    parser.add_argument("--classifier-gpus", type=int, default=8, help="H100s (default 8)")
+    parser.add_argument("--scales", nargs="+", choices=SCALES, default=list(SCALES))
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    args = parser.parse_args(argv)
+    if args.classifier_gpus < 1:
+        parser.error(f"--classifier-gpus must be at least 1, got {args.classifier_gpus}")
+    chosen = [
+        (scale, key)
+        for scale, key in zip(paper_scales(args.classifier_gpus), SCALES, strict=True)
+        if key in args.scales
+    ]
+    scales, keys = [scale for scale, _ in chosen], [key for _, key in chosen]
     print("duration model (simulated seconds per step):")
-    for scale in paper_scales():
+    for scale in scales:
         print(f"  {scale.name}")
         for phase, seconds in scale.phases.items():
             print(f"    {phase:<20} {seconds:7.2f}")
@@ -241,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    - {note}")
     print(f"time scale (real s per simulated s): {REAL_S_PER_SIMULATED_S}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="darling-step-time-", dir="/tmp"))
-    rows = run_bench(workdir)
+    rows = run_bench(workdir, scales, keys, args.modes)
     print(report(rows))
     print(f"(logs in {workdir}; overhead = darling_judge / (step - darling_judge))")
     return 0

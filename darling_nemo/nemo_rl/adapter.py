@@ -1,7 +1,8 @@
 """DARLING inside NeMo-RL v0.4.0's synchronous GRPO, without forking NeMo-RL.
 
-The only module of darling-nemo that imports `nemo_rl` (always lazily, inside functions, so
-the rest of this module, the transform included, runs and is tested without it).
+With overlap.py, the only module of darling-nemo that imports `nemo_rl` (always lazily,
+inside functions, so the rest of this module, the transform included, runs and is tested
+without it).
 
 Where DARLING goes in. `grpo_train` (nemo_rl/algorithms/grpo.py, v0.4.0) does, every step:
 

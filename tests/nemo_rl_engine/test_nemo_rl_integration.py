@@ -34,7 +34,7 @@ pytestmark = pytest.mark.nemo_rl
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from helpers import REPO  # noqa: E402
+from helpers import REPO, scale_rewards_and_baseline  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from darling_nemo.config import load_config, load_yaml_with_defaults  # noqa: E402
@@ -118,17 +118,9 @@ def rollout_batch():
 def nemo_rl_advantages(master_config, batch, input_ids):
     """grpo_train's lines from scale_rewards to the advantages, with NeMo-RL's functions."""
     from nemo_rl.algorithms import grpo
-    from nemo_rl.algorithms.utils import calculate_baseline_and_std_per_prompt
 
-    batch = grpo.scale_rewards(batch, master_config["grpo"]["reward_scaling"])
-    rewards = batch["total_reward"]
-    baseline, std = calculate_baseline_and_std_per_prompt(
-        input_ids,
-        rewards,
-        torch.ones_like(rewards),
-        leave_one_out_baseline=master_config["grpo"]["use_leave_one_out_baseline"],
-    )
-    advantages = (rewards - baseline).unsqueeze(-1)
+    batch, baseline, std = scale_rewards_and_baseline(master_config, batch, input_ids)
+    advantages = (batch["total_reward"] - baseline).unsqueeze(-1)
     if master_config["grpo"]["normalize_rewards"]:
         advantages = grpo.normalize_advantages_with_epsilon(advantages=advantages, std=std)
     return batch, advantages.squeeze(-1)

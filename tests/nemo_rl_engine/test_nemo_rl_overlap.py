@@ -23,6 +23,7 @@ pytest.importorskip("nemo_rl")
 pytestmark = pytest.mark.nemo_rl
 
 import torch  # noqa: E402
+from helpers import scale_rewards_and_baseline  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -114,19 +115,11 @@ def rollout(prompts: list[tuple[int, ...]], responses: list[str], quality, multi
 def grpo_middle(cfg: dict, batch, input_ids, policy):
     """grpo_train v0.4.0 (grpo.py ~1003-1132 and the metrics after training), in order."""
     from nemo_rl.algorithms import grpo
-    from nemo_rl.algorithms.utils import calculate_baseline_and_std_per_prompt
     from nemo_rl.data.llm_message_utils import batched_message_log_to_flat_message
     from nemo_rl.distributed.batched_data_dict import BatchedDataDict
     from nemo_rl.utils.timer import Timer
 
-    batch = grpo.scale_rewards(batch, cfg["grpo"]["reward_scaling"])
-    rewards = batch["total_reward"]
-    baseline, std = calculate_baseline_and_std_per_prompt(
-        input_ids,
-        rewards,
-        torch.ones_like(rewards),
-        leave_one_out_baseline=cfg["grpo"]["use_leave_one_out_baseline"],
-    )
+    batch, baseline, std = scale_rewards_and_baseline(cfg, batch, input_ids)
     batch, complete, _, _ = grpo.dynamic_sampling(batch, std, baseline, 1, cfg, Timer(), None)
     assert complete
     rewards, baseline, std = batch["total_reward"], batch["baseline"], batch["std"]
