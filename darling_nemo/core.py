@@ -487,6 +487,28 @@ class DarlingBatch:
         return sum(self.group_pairs_total)
 
 
+def _partition_in_scope(
+    responses: Sequence[str],
+    quality: np.ndarray,
+    groups: Sequence[np.ndarray],
+    judge: PairJudge | None,
+    settings: DarlingSettings,
+    known: Mapping[tuple[int, int], float] | None,
+) -> tuple[list[np.ndarray], list[Partition]]:
+    """Each group's partitioned rows (all, or the correct ones) and their partition."""
+    scoped = [
+        rows
+        if settings.partition_scope is PartitionScope.ALL
+        else rows[quality[rows] > 0]  # only the correct responses are partitioned
+        for rows in groups
+    ]
+    texts = [[responses[i] for i in rows] for rows in scoped]
+    if settings.judge_rounds == JudgeRounds.ONE:
+        return scoped, partition_groups_in_one_call(texts, judge, settings.threshold)
+    local = _local(known, scoped) if known else None
+    return scoped, partition_groups(texts, judge, settings.threshold, local)
+
+
 def _local(
     known: Mapping[tuple[int, int], float], groups: Sequence[np.ndarray]
 ) -> list[KnownVerdicts]:
@@ -531,22 +553,7 @@ def darling_batch(
             num_classes.append(0)
             pairs_judged.append(0)
     elif settings.diversity == Diversity.SEMANTIC:
-        scoped = [
-            rows
-            if settings.partition_scope is PartitionScope.ALL
-            else rows[q[rows] > 0]  # only the correct responses are partitioned
-            for rows in groups
-        ]
-        partition = (
-            partition_groups
-            if settings.judge_rounds == JudgeRounds.WAVES
-            else partition_groups_in_one_call
-        )
-        texts = [[responses[i] for i in rows] for rows in scoped]
-        if known and settings.judge_rounds == JudgeRounds.WAVES:
-            parts = partition_groups(texts, judge, settings.threshold, _local(known, scoped))
-        else:
-            parts = partition(texts, judge, settings.threshold)
+        scoped, parts = _partition_in_scope(responses, q, groups, judge, settings, known)
         for rows, sub, part in zip(groups, scoped, parts, strict=True):
             pairs_judged.append(part.pairs_judged)
             num_classes.append(part.num_classes + (len(rows) - len(sub)))

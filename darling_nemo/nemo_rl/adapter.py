@@ -144,6 +144,28 @@ def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf
         )
 
 
+def _overlap_chosen(master_config: dict[str, Any], darling: DarlingConfig, policy: Any) -> bool:
+    """darling.overlap as it can run with this config (printed either way)."""
+    fallbacks = overlap_fallbacks(master_config) if darling.overlap else []
+    for reason in fallbacks:
+        print(f"darling.overlap=true: judging synchronously because {reason}", flush=True)
+    chosen = darling.overlap and not fallbacks and policy is not None
+    if chosen:
+        print(OVERLAP_ON, flush=True)
+    return chosen
+
+
+def _stream_chosen(master_config: dict[str, Any], darling: DarlingConfig) -> bool:
+    """darling.judge_during_generation as it can run with this config (printed either way)."""
+    fallbacks = stream_fallbacks(master_config, darling) if darling.judge_during_generation else []
+    for reason in fallbacks:
+        print(f"darling.judge_during_generation=true: not streaming because {reason}", flush=True)
+    chosen = darling.judge_during_generation and not fallbacks
+    if chosen:
+        print(STREAM_ON, flush=True)
+    return chosen
+
+
 @contextmanager
 def darling_rewards(
     master_config: dict[str, Any], policy: Any = None, darling: DarlingConfig | None = None
@@ -190,24 +212,14 @@ def darling_rewards(
         return step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext()
 
     overlapped = None
-    fallbacks = overlap_fallbacks(master_config) if darling.overlap else []
-    for reason in fallbacks:
-        print(f"darling.overlap=true: judging synchronously because {reason}", flush=True)
-    if darling.overlap and not fallbacks and policy is not None:
+    if _overlap_chosen(master_config, darling, policy):
         overlapped = OverlappedDarling(
             transform,
             leave_one_out=bool(master_config["grpo"]["use_leave_one_out_baseline"]),
             normalize=bool(master_config["grpo"]["normalize_rewards"]),
             timer=judge_timer,
         )
-        print(OVERLAP_ON, flush=True)
-
-    streaming = darling.judge_during_generation
-    for reason in stream_fallbacks(master_config, darling) if streaming else []:
-        print(f"darling.judge_during_generation=true: not streaming because {reason}", flush=True)
-        streaming = False
-    if streaming:
-        print(STREAM_ON, flush=True)
+    streaming = _stream_chosen(master_config, darling)
 
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)
