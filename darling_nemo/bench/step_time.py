@@ -189,7 +189,7 @@ def run_bench(
 
     model = workdir / "step_time_model.json"
     os.environ[MODEL_ENV] = str(model)  # before Ray starts: its workers inherit it
-    model.write_text(json.dumps({"real_s_per_simulated_s": 1.0, "phases": {}}))
+    model.write_text(json.dumps(Scale("none", {}, 0.0, 0.0, []).model(1.0)))  # unpaced setup
     r = Rehearsal(REPO / "recipes" / "darling_math.py", CONFIG, [], "math", workdir)
     rows = []
     with ExitStack() as stack:

@@ -41,11 +41,14 @@ GOLDEN = 0.6180339887498949  # consecutive calls spread evenly over [0, 1)
 
 def _model(path: str) -> tuple[float, dict[str, float], float]:
     spec = json.loads(Path(path).read_text())
+    missing = {"real_s_per_simulated_s", "phases", "capped_fraction"} - set(spec)
+    if missing:
+        raise ValueError(f"{path}: missing {sorted(missing)}")
     unknown = set(spec["phases"]) - set(PHASES)
     if unknown:
         raise ValueError(f"{path}: unknown phases {sorted(unknown)}; known: {PHASES}")
     phases = {k: float(v) for k, v in spec["phases"].items()}
-    return float(spec["real_s_per_simulated_s"]), phases, float(spec.get("capped_fraction", 0))
+    return float(spec["real_s_per_simulated_s"]), phases, float(spec["capped_fraction"])
 
 
 def phase_seconds(phase: str, count: float = 1.0) -> float:

@@ -31,7 +31,11 @@ def test_without_a_model_nothing_is_paced(monkeypatch):
 def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(monkeypatch, tmp_path):
     model = tmp_path / "model.json"
     # 4 simulated s x 0.05 real s per simulated s = 0.2 s real
-    model.write_text(json.dumps({"real_s_per_simulated_s": 0.05, "phases": {"training": 4}}))
+    model.write_text(
+        json.dumps(
+            {"real_s_per_simulated_s": 0.05, "phases": {"training": 4}, "capped_fraction": 0}
+        )
+    )
     monkeypatch.setenv(MODEL_ENV, str(model))
     assert phase_seconds("training") == pytest.approx(0.2)
     assert phase_seconds("generation") == 0.0  # not in the model: not paced
@@ -47,16 +51,28 @@ def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(monkeypatc
 
 def test_unknown_phases_are_refused_naming_the_file(monkeypatch, tmp_path):
     model = tmp_path / "model.json"
-    model.write_text(json.dumps({"real_s_per_simulated_s": 1, "phases": {"traning": 1}}))
+    model.write_text(
+        json.dumps({"real_s_per_simulated_s": 1, "phases": {"traning": 1}, "capped_fraction": 0})
+    )
     monkeypatch.setenv(MODEL_ENV, str(model))
     with pytest.raises(ValueError, match=r"model\.json: unknown phases \['traning'\]"):
+        phase_seconds("training")
+
+
+def test_a_model_without_its_keys_is_refused_naming_the_file(monkeypatch, tmp_path):
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"real_s_per_simulated_s": 1, "phases": {}}))
+    monkeypatch.setenv(MODEL_ENV, str(model))
+    with pytest.raises(ValueError, match=r"model\.json: missing \['capped_fraction'\]"):
         phase_seconds("training")
 
 
 def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(monkeypatch, tmp_path):
     model = tmp_path / "model.json"
     phases = {"judge_call": 1.0, "judge_pair": 0.5}
-    model.write_text(json.dumps({"real_s_per_simulated_s": 0.02, "phases": phases}))
+    model.write_text(
+        json.dumps({"real_s_per_simulated_s": 0.02, "phases": phases, "capped_fraction": 0})
+    )
     monkeypatch.setenv(MODEL_ENV, str(model))
 
     class Counting:
