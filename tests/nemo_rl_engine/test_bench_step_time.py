@@ -18,6 +18,19 @@ from darling_nemo.rehearsal.pacing import (
 )
 
 
+@pytest.fixture
+def model(monkeypatch, tmp_path):
+    """use_model(scale, phases, capped_fraction): the benchmark's model file, in effect."""
+    path = tmp_path / "model.json"
+
+    def use_model(scale: float, phases: dict, capped_fraction: float = 0.0) -> None:
+        spec = {"real_s_per_simulated_s": scale, "phases": phases}
+        path.write_text(json.dumps({**spec, "capped_fraction": capped_fraction}))
+        monkeypatch.setenv(MODEL_ENV, str(path))
+
+    return use_model
+
+
 def test_without_a_model_nothing_is_paced(monkeypatch):
     monkeypatch.delenv(MODEL_ENV, raising=False)
     assert phase_seconds("judge_call") == 0.0
@@ -28,15 +41,9 @@ def test_without_a_model_nothing_is_paced(monkeypatch):
     assert time.perf_counter() - started < 0.05
 
 
-def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(monkeypatch, tmp_path):
-    model = tmp_path / "model.json"
+def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(model):
     # 4 simulated s x 0.05 real s per simulated s = 0.2 s real
-    model.write_text(
-        json.dumps(
-            {"real_s_per_simulated_s": 0.05, "phases": {"training": 4}, "capped_fraction": 0}
-        )
-    )
-    monkeypatch.setenv(MODEL_ENV, str(model))
+    model(0.05, {"training": 4})
     assert phase_seconds("training") == pytest.approx(0.2)
     assert phase_seconds("generation") == 0.0  # not in the model: not paced
 
@@ -49,12 +56,8 @@ def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(monkeypatc
     assert 0.2 <= time.perf_counter() - started < 0.3
 
 
-def test_unknown_phases_are_refused_naming_the_file(monkeypatch, tmp_path):
-    model = tmp_path / "model.json"
-    model.write_text(
-        json.dumps({"real_s_per_simulated_s": 1, "phases": {"traning": 1}, "capped_fraction": 0})
-    )
-    monkeypatch.setenv(MODEL_ENV, str(model))
+def test_unknown_phases_are_refused_naming_the_file(model):
+    model(1, {"traning": 1})
     with pytest.raises(ValueError, match=r"model\.json: unknown phases \['traning'\]"):
         phase_seconds("training")
 
@@ -67,13 +70,8 @@ def test_a_model_without_its_keys_is_refused_naming_the_file(monkeypatch, tmp_pa
         phase_seconds("training")
 
 
-def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(monkeypatch, tmp_path):
-    model = tmp_path / "model.json"
-    phases = {"judge_call": 1.0, "judge_pair": 0.5}
-    model.write_text(
-        json.dumps({"real_s_per_simulated_s": 0.02, "phases": phases, "capped_fraction": 0})
-    )
-    monkeypatch.setenv(MODEL_ENV, str(model))
+def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(model):
+    model(0.02, {"judge_call": 1.0, "judge_pair": 0.5})
 
     class Counting:
         def __init__(self):
@@ -90,13 +88,8 @@ def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(monkeypatch,
     assert 0.06 <= time.perf_counter() - started < 0.15
 
 
-def test_response_lengths_follow_the_capped_share(monkeypatch, tmp_path):
-    model = tmp_path / "model.json"
-    spec = {"generation": 10.0, "generation_decode": 80.0}
-    model.write_text(
-        json.dumps({"real_s_per_simulated_s": 1.0, "phases": spec, "capped_fraction": 0.1})
-    )
-    monkeypatch.setenv(MODEL_ENV, str(model))
+def test_response_lengths_follow_the_capped_share(model):
+    model(1.0, {"generation": 10.0, "generation_decode": 80.0}, capped_fraction=0.1)
     fractions = [length_fraction(call) for call in range(1, 1001)]
     assert sum(f == 1.0 for f in fractions) == pytest.approx(100, abs=2)  # 10% at the cap
     # the rest spread evenly over [0, 1): mean 0.1 x 1 + 0.9 x 0.5 = 0.55
