@@ -1,7 +1,7 @@
 """A GRPO step at paper scale, simulated: DARLING's judge synchronous, overlapped with the
 log-probabilities, and judging during generation as well.
 
-    .nemo-rl-cpu/bin/python -m darling_nemo.bench.step_time     (PATH must reach its `ray`)
+    .nemo-rl-cpu/bin/python -m darling_nemo.bench.step_time [--classifier-gpus N] [--scales ...] [--modes ...]
 
 Runs NeMo-RL v0.4.0's real setup() + grpo_train() in the CPU rehearsal (rehearsal/run.py:
 private Ray, stand-ins for the GPU workers, classify_server for the served judge) on

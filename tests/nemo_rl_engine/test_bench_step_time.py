@@ -130,3 +130,24 @@ def test_report_puts_the_overlapped_wait_on_the_critical_path_not_in_training():
     assert (
         row == "| math | overlap+stream | 110.0 | 60.0 | 10.0 | 30.0 | 5.0 | 5.0 | 4.8% | 50 (41) |"
     )
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.slow
+def test_the_benchmark_runs_nemo_rls_loop_and_prints_its_row(capsys):
+    """One run of the real benchmark (WildChat scale, overlap + during generation): the
+    path a user's `python -m darling_nemo.bench.step_time` takes, so a change to the
+    rehearsal it builds on cannot break it unnoticed."""
+    pytest.importorskip("nemo_rl")
+    from darling_nemo.bench.step_time import main
+
+    assert main(["--scales", "wildchat", "--modes", "overlap+stream"]) == 0
+    row = next(
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("| WildChat")
+    )
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1] == "overlap+stream"
+    # generation is paced to 8 + 12.3 x the longest response's share of the cap (~20 s)
+    assert 15 < float(cells[3]) < 40, row
+    judged, during = cells[9].split()
+    assert int(judged) > 0 and int(during.strip("()")) > 0, row  # the stream judged pairs
