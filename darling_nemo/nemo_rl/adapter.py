@@ -144,26 +144,49 @@ def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf
         )
 
 
-def _overlap_chosen(master_config: dict[str, Any], darling: DarlingConfig, policy: Any) -> bool:
-    """darling.overlap as it can run with this config (printed either way)."""
-    fallbacks = overlap_fallbacks(master_config) if darling.overlap else []
-    for reason in fallbacks:
-        print(f"darling.overlap=true: judging synchronously because {reason}", flush=True)
-    chosen = darling.overlap and not fallbacks and policy is not None
-    if chosen:
+def _wanted_and_possible(key: str, wanted: bool, reasons: list[str], instead: str) -> bool:
+    """Whether the option at `key` is on and nothing in the config stops it; prints each
+    reason that stops an option that is on (what runs `instead`)."""
+    for reason in reasons if wanted else []:
+        print(f"{key}=true: {instead} because {reason}", flush=True)
+    return wanted and not reasons
+
+
+def _off_the_critical_path(
+    master_config: dict[str, Any],
+    darling: DarlingConfig,
+    transform: DarlingRewardTransform,
+    policy: Any,
+    timer: Any,
+) -> tuple[Any, bool]:
+    """(the overlapped judge or None, whether to judge during generation), as the config
+    allows; prints which is on and what stops the other."""
+    from darling_nemo.nemo_rl.overlap import OverlappedDarling
+
+    overlapped = None
+    overlap = _wanted_and_possible(
+        "darling.overlap",
+        darling.overlap,
+        overlap_fallbacks(master_config),
+        "judging synchronously",
+    )
+    if overlap and policy is not None:
         print(OVERLAP_ON, flush=True)
-    return chosen
-
-
-def _stream_chosen(master_config: dict[str, Any], darling: DarlingConfig) -> bool:
-    """darling.judge_during_generation as it can run with this config (printed either way)."""
-    fallbacks = stream_fallbacks(master_config, darling) if darling.judge_during_generation else []
-    for reason in fallbacks:
-        print(f"darling.judge_during_generation=true: not streaming because {reason}", flush=True)
-    chosen = darling.judge_during_generation and not fallbacks
-    if chosen:
+        overlapped = OverlappedDarling(
+            transform,
+            leave_one_out=bool(master_config["grpo"]["use_leave_one_out_baseline"]),
+            normalize=bool(master_config["grpo"]["normalize_rewards"]),
+            timer=timer,
+        )
+    streaming = _wanted_and_possible(
+        "darling.judge_during_generation",
+        darling.judge_during_generation,
+        stream_fallbacks(master_config, darling),
+        "not streaming",
+    )
+    if streaming:
         print(STREAM_ON, flush=True)
-    return chosen
+    return overlapped, streaming
 
 
 @contextmanager
@@ -183,11 +206,7 @@ def darling_rewards(
     """
     from nemo_rl.algorithms import grpo
 
-    from darling_nemo.nemo_rl.overlap import (
-        OverlappedDarling,
-        judge_during_generation,
-        overlapped_train,
-    )
+    from darling_nemo.nemo_rl.overlap import judge_during_generation, overlapped_train
 
     if darling is None:
         darling = validate_nemo_rl_config(master_config)
@@ -211,15 +230,9 @@ def darling_rewards(
         # without a label of its own the judge's wall time would show only in the total.
         return step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext()
 
-    overlapped = None
-    if _overlap_chosen(master_config, darling, policy):
-        overlapped = OverlappedDarling(
-            transform,
-            leave_one_out=bool(master_config["grpo"]["use_leave_one_out_baseline"]),
-            normalize=bool(master_config["grpo"]["normalize_rewards"]),
-            timer=judge_timer,
-        )
-    streaming = _stream_chosen(master_config, darling)
+    overlapped, streaming = _off_the_critical_path(
+        master_config, darling, transform, policy, judge_timer
+    )
 
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)

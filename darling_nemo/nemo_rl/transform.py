@@ -46,19 +46,17 @@ def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[in
 
 
 def _known_verdicts(rows: RolloutRows, streamed: StreamedVerdicts) -> dict[tuple[int, int], float]:
-    """Streamed verdicts that still describe the kept rows (same prompt, same two texts),
-    indexed by position among the kept rows, as `darling_batch` reads them."""
+    """Streamed verdicts that still describe the kept rows (the same two texts), indexed by
+    position among the kept rows, as `darling_batch` reads them (it drops pairs across
+    groups itself)."""
     position = {row: k for k, row in enumerate(rows.kept)}
-    known = {}
-    for (a, b), (text_a, text_b, p) in streamed.items():
-        if (
-            a in position
-            and b in position
-            and rows.prompts[a] == rows.prompts[b]
-            and (rows.responses[a], rows.responses[b]) == (text_a, text_b)
-        ):
-            known[position[a], position[b]] = p
-    return known
+    return {
+        (position[a], position[b]): p
+        for (a, b), (text_a, text_b, p) in streamed.items()
+        if a in position
+        and b in position
+        and (rows.responses[a], rows.responses[b]) == (text_a, text_b)
+    }
 
 
 # ---------------------------------------------------------------------------------------------

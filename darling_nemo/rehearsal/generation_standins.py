@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any
 
-from darling_nemo.rehearsal.pacing import paced, response_seconds
+from darling_nemo.rehearsal.pacing import paced, response_seconds, seconds_left
 from darling_nemo.rehearsal.standin_common import (
     REFIT_TIMEOUT_MS,
     CpuLifecycle,
@@ -50,6 +50,7 @@ class VllmGenerationWorkerStandIn(CpuLifecycle):
         self.model = load_causal_lm(config["model_name"]).eval()
         self.generator = torch.Generator().manual_seed((seed or 0) * 1000 + node * 100 + gpus[0])
         self._sockets: dict[tuple[int, int], Any] = {}
+        self.responses_started = 0  # the async engine's response-length model counts them
 
     # -- lifecycle and refit ------------------------------------------------------------------
 
@@ -202,9 +203,7 @@ class VllmAsyncGenerationWorkerStandIn(VllmGenerationWorkerStandIn):
         vLLM's continuous batching does."""
         for index in range(len(data["input_lengths"])):
             started = time.perf_counter()
-            self._calls = getattr(self, "_calls", 0) + 1
+            self.responses_started += 1
             result = self._generate(data.slice(index, index + 1), greedy)
-            await asyncio.sleep(
-                max(0.0, response_seconds(self._calls) - (time.perf_counter() - started))
-            )
+            await asyncio.sleep(seconds_left(response_seconds(self.responses_started), started))
             yield index, result

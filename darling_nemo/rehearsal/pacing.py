@@ -51,29 +51,40 @@ def _model(path: str) -> tuple[float, dict[str, float], float]:
     return float(spec["real_s_per_simulated_s"]), phases, float(spec["capped_fraction"])
 
 
-def phase_seconds(phase: str, count: float = 1.0) -> float:
-    """Real seconds `count` units of `phase` must last (0 when no model is set). The file is
-    read at every call: the benchmark rewrites it between runs, whose Ray workers are reused."""
+def _current() -> tuple[float, dict[str, float], float] | None:
+    """The model in effect, read at every call (the benchmark rewrites the file between
+    runs, whose Ray workers are reused); None when no model is set."""
     path = os.environ.get(MODEL_ENV)
-    if not path:
-        return 0.0
-    scale, phases, _ = _model(path)
-    return phases.get(phase, 0.0) * count * scale
+    return _model(path) if path else None
 
 
-def length_fraction(call: int) -> float:
+def phase_seconds(phase: str, count: float = 1.0) -> float:
+    """Real seconds `count` units of `phase` must last (0 when no model is set)."""
+    model = _current()
+    return model[1].get(phase, 0.0) * count * model[0] if model else 0.0
+
+
+def length_fraction(call: int, capped: float) -> float:
     """Length / cap of a worker's `call`-th response under the response-length model: the
     golden-ratio sequence u (even spread, any window of calls) mapped to 1 below the capped
-    share c, else to (u - c) / (1 - c)."""
-    path = os.environ.get(MODEL_ENV)
-    capped = _model(path)[2] if path else 0.0
+    share, else to (u - capped) / (1 - capped)."""
     u = (call * GOLDEN) % 1.0
     return 1.0 if u < capped else (u - capped) / (1.0 - capped)
 
 
 def response_seconds(call: int) -> float:
     """Real seconds the async engine's `call`-th response of a worker must last."""
-    return phase_seconds("generation") + phase_seconds("generation_decode", length_fraction(call))
+    model = _current()
+    if model is None:
+        return 0.0
+    scale, phases, capped = model
+    decode = phases.get("generation_decode", 0.0) * length_fraction(call, capped)
+    return (phases.get("generation", 0.0) + decode) * scale
+
+
+def seconds_left(seconds: float, started: float) -> float:
+    """What is left of `seconds` since `started` (perf_counter), never below 0."""
+    return max(0.0, seconds - (time.perf_counter() - started))
 
 
 def paced(*phases: str) -> Callable[[F], F]:
@@ -86,9 +97,7 @@ def paced(*phases: str) -> Callable[[F], F]:
             try:
                 return method(*args, **kwargs)
             finally:
-                left = sum(phase_seconds(p) for p in phases) - (time.perf_counter() - started)
-                if left > 0:
-                    time.sleep(left)
+                time.sleep(seconds_left(sum(phase_seconds(p) for p in phases), started))
 
         return call  # type: ignore[return-value]
 
@@ -106,10 +115,8 @@ class PacedJudge:
         try:
             return self.judge(pairs)
         finally:
-            left = phase_seconds("judge_call") + phase_seconds("judge_pair", len(pairs))
-            left -= time.perf_counter() - started
-            if left > 0:
-                time.sleep(left)
+            modelled = phase_seconds("judge_call") + phase_seconds("judge_pair", len(pairs))
+            time.sleep(seconds_left(modelled, started))
 
     @property
     def stats(self) -> Any:  # the wrapped judge's counters (metrics.judge_usage)

@@ -90,13 +90,13 @@ def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(model):
 
 def test_response_lengths_follow_the_capped_share(model):
     model(1.0, {"generation": 10.0, "generation_decode": 80.0}, capped_fraction=0.1)
-    fractions = [length_fraction(call) for call in range(1, 1001)]
+    fractions = [length_fraction(call, 0.1) for call in range(1, 1001)]
     assert sum(f == 1.0 for f in fractions) == pytest.approx(100, abs=2)  # 10% at the cap
     # the rest spread evenly over [0, 1): mean 0.1 x 1 + 0.9 x 0.5 = 0.55
     assert sum(fractions) / 1000 == pytest.approx(0.55, abs=0.01)
     assert all(0.0 <= f <= 1.0 for f in fractions)
     # 10 s + 80 s x the call's fraction
-    assert response_seconds(7) == pytest.approx(10.0 + 80.0 * length_fraction(7))
+    assert response_seconds(7) == pytest.approx(10.0 + 80.0 * length_fraction(7, 0.1))
 
 
 def test_the_paper_scale_models_by_hand():
