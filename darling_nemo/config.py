@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -32,8 +34,12 @@ from pydantic import BaseModel
 
 from darling_nemo.schema import (
     ConfigError,
+    CrossEncoderJudgeConfig,
     DarlingConfig,
+    EmbeddingJudgeConfig,
     MiniConfig,
+    RayPoolJudgeConfig,
+    ServedJudgeConfig,
     TrlRunConfig,
     validate_section,
 )
@@ -256,7 +262,7 @@ CONFIG_ERROR_EXIT_CODE = 2  # argparse's code for a bad command line
 INTERRUPTED_EXIT_CODE = 130  # the shell's code for a command ended by Ctrl-C (128 + SIGINT)
 
 
-def report_error(prog: str, err: BaseException) -> int:
+def report_error(prog: str, err: BaseException | str) -> int:
     """The one way a command ends on a bad config or input: `prog: message` on stderr (the
     message names the file:line or key path), no traceback; returns the exit code, 2."""
     print(f"{prog}: {err}", file=sys.stderr, flush=True)
@@ -264,7 +270,12 @@ def report_error(prog: str, err: BaseException) -> int:
 
 
 def report_interrupt(prog: str, saved: str) -> int:
-    """The one way a command ends on Ctrl-C: one line saying what is kept, exit code 130."""
+    """The one way a command ends on Ctrl-C: one line saying what is kept, exit code 130.
+    Progress bars still open are closed first: otherwise they redraw at exit, after it."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
     print(f"\n{prog}: interrupted (Ctrl-C); {saved}", file=sys.stderr, flush=True)
     return INTERRUPTED_EXIT_CODE
 
@@ -302,6 +313,89 @@ def exits_on_config_error(
         return wrapper
 
     return decorate
+
+
+# Inputs only the machine at hand can check (folders and files a command reads or writes): each
+# a ConfigError naming the key, raised before anything is written.
+
+
+def _writable_folder(path: Path, key: str) -> None:
+    """`path` (a folder to be, or an existing one) can be made and written here."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is None:  # nothing of it exists, not even its root: mkdir says why
+        return
+    if not existing.is_dir():
+        what = "is" if existing == path else f"lies under {existing}, which is"
+        raise ConfigError(f"{key}: {path} {what} a file, not a folder: choose another path")
+    # Permission bits do not tell (root writes past them, not on a read-only mount or /proc):
+    # make a folder there and remove it at once.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".darling-write-check-", dir=existing))
+    except OSError as err:
+        raise ConfigError(
+            f"{key}: cannot write in {existing} ({err.strerror or err}): choose another path"
+        ) from None
+
+
+def check_output_dir(path: str | Path, key: str = "output_dir") -> None:
+    """A folder the command can write (it may not exist yet); a ConfigError naming `key` and
+    the path otherwise (a file on the path, a folder that takes no new files)."""
+    _writable_folder(Path(path).expanduser(), key)
+
+
+def check_output_file(path: str | Path, key: str) -> None:
+    """A file the command can write: not a folder, in a folder that can be made and written."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"{key}: {path} is a folder, not a file: name a file")
+    existing = next((p for p in path.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigError(
+            f"{key}: {path} lies under {existing}, which is a file, not a folder: "
+            "choose another path"
+        )
+    _writable_folder(path.parent, key)
+
+
+def looks_like_a_path(model: str) -> bool:
+    """A model named as a path (/..., ./..., ../..., ~/..., or a/b/c: a hub name has one
+    slash), which must then be a folder here: otherwise the hub would be asked for it and
+    answer with a misleading 'Repo id must be in the form ...'."""
+    return model.startswith(("/", "./", "../", "~")) or model.count("/") >= 2
+
+
+def check_model_path(model: str | None, key: str) -> None:
+    """A model written as a path is a folder here; a ConfigError naming `key` otherwise."""
+    if model and looks_like_a_path(model) and not Path(model).expanduser().is_dir():
+        raise ConfigError(
+            f"{key}: no such model folder {model} (a local checkpoint must exist; a hub "
+            "model is named org/name)"
+        )
+
+
+def whole_number(text: str) -> int:
+    """An argparse `type` for counts and sizes: a whole number >= 1 (argparse then ends the
+    command with exit code 2, naming the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def check_judge_models(judge: BaseModel, key: str = "darling.judge") -> None:
+    """Every model or tokenizer a judge config names as a path (a ray pool's classifier and
+    a served judge's fallback included) is a folder here (`check_model_path`)."""
+    if isinstance(judge, CrossEncoderJudgeConfig | EmbeddingJudgeConfig):
+        check_model_path(judge.model, f"{key}.model")
+    elif isinstance(judge, ServedJudgeConfig):
+        check_model_path(judge.tokenizer, f"{key}.tokenizer")
+        if judge.fallback is not None:
+            check_judge_models(judge.fallback, f"{key}.fallback")
+    elif isinstance(judge, RayPoolJudgeConfig):
+        check_judge_models(judge.classifier, f"{key}.classifier")
 
 
 def save_config(cfg: dict[str, Any], path: str | Path) -> None:
@@ -381,6 +475,8 @@ def parse_config(
     """
     args = config_parser(doc, config_required=config_required).parse_args(argv)
     cfg, raw = load_validated(args.config, args.overrides, schema)
+    if save:
+        check_output_dir(cfg.output_dir)  # type: ignore[attr-defined]
     if resolve is not None:  # what only exists at run time (a model folder, a run's export)
         cfg = resolve(cfg)
     if save:  # only once every input is checked: a failed start leaves the folder as it was

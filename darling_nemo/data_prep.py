@@ -30,7 +30,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.config import command_parser, exits_on_config_error
+from darling_nemo.config import (
+    check_output_file,
+    command_parser,
+    exits_on_config_error,
+    whole_number,
+)
 from darling_nemo.jsonl import read_json, read_jsonl_numbered
 from darling_nemo.resume import write_text_atomically
 
@@ -209,10 +214,10 @@ def _parser(prog: str, description: str, key_flags: Sequence[str]) -> argparse.A
     parser.add_argument("--split", default="train", help="split of a hub dataset")
     for flag in key_flags:
         parser.add_argument(f"--{flag}-key", default=None, help=f"field holding the {flag}")
-    parser.add_argument("--limit", type=int, default=None, help="keep the first N rows")
+    parser.add_argument("--limit", type=whole_number, default=None, help="keep the first N rows")
     parser.add_argument("--shuffle-seed", type=int, default=None, help="shuffle before --limit")
     parser.add_argument("--tokenizer", default=None, help="with --max-prompt-tokens")
-    parser.add_argument("--max-prompt-tokens", type=int, default=None)
+    parser.add_argument("--max-prompt-tokens", type=whole_number, default=None)
     parser.add_argument("--prompt-file", default=None, help="template used by the recipe")
     return parser
 
@@ -247,6 +252,9 @@ def _convert(
     make_row: Callable[[str, dict[str, Any], argparse.Namespace], dict[str, str]],
 ) -> int:
     args = parser.parse_args(argv)
+    check_output_file(args.out, "--out")  # before the sources are read (hub downloads)
+    if args.prompt_file and not Path(args.prompt_file).is_file():
+        raise DataError(f"--prompt-file: {args.prompt_file}: no such file")
     rows = [
         make_row(where, record, args)
         for source in args.sources

@@ -71,9 +71,10 @@ def scan_jsonl(
 def read_jsonl_numbered(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of every record; raises like read_jsonl."""
     records, problems = scan_jsonl(path)
-    if problems:
+    if problems:  # one line per bad line; a single one is the whole message
+        lines = [f"{path}:{n}: {p}" for n, p in problems]
         raise ValueError(
-            "malformed JSONL:\n  " + "\n  ".join(f"{path}:{n}: {p}" for n, p in problems)
+            lines[0] if len(lines) == 1 else "malformed JSONL:\n  " + "\n  ".join(lines)
         )
     return records
 

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import yaml
 
-from darling_nemo.config import load_config, report_interrupt, save_config
+from darling_nemo.config import (
+    check_judge_models,
+    check_model_path,
+    check_output_dir,
+    load_config,
+    report_error,
+    report_interrupt,
+    save_config,
+)
 from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +44,6 @@ def reference_config_path(repo: Path = REPO) -> Path:
 
 
 REFERENCE_CONFIG = reference_config_path()
-CONFIG_ERROR = 2
 
 
 @dataclass(frozen=True)
@@ -125,8 +132,30 @@ def parser_for(task: Task, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def check_nemo_rl_paths(cfg: dict, darling: DarlingConfig) -> None:
+    """What a NeMo-RL run reads, writes and loads on this machine, before NeMo-RL or Ray
+    starts: its data files exist, its log and checkpoint folders can be written, and every
+    model named as a path is a folder here."""
+    from darling_nemo.nemo_rl.adapter import check_data_paths
+
+    check_data_paths(cfg)
+    check_output_dir(cfg["logger"]["log_dir"], "logger.log_dir")
+    if cfg["checkpointing"]["enabled"]:
+        check_output_dir(cfg["checkpointing"]["checkpoint_dir"], "checkpointing.checkpoint_dir")
+    check_model_path(cfg["policy"]["model_name"], "policy.model_name")
+    check_model_path(cfg["policy"]["tokenizer"]["name"], "policy.tokenizer.name")
+    reward_model = cfg["env"]["reward_model"]
+    if reward_model["enabled"]:
+        check_model_path(reward_model["model_name"], "env.reward_model.model_name")
+    if darling.calls_judge:
+        check_judge_models(darling.judge)
+
+
 def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> int:
+    """The recipe as a command: exit code 0 done, 1 the job failed, 2 bad input (one line
+    naming the key, file or path), 130 Ctrl-C (docs/errors.md)."""
     args = parser_for(task, description).parse_args(argv)
+    prog = Path(task.recipe).stem
 
     # 1. Config: the whole file and every override checked before anything starts.
     config_path = args.config or choose_config(task)
@@ -134,17 +163,15 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
         cfg = load_config(config_path, args.overrides)
         checked = check_config(task, cfg)
     except ConfigError as err:
-        print(f"{config_path}: {err}", file=sys.stderr)
         if args.rehearse:  # a rehearsal always ends with its verdict line
             problems = [line.strip() for line in str(err).splitlines()[1:]] or [str(err)]
             print(f"rehearsal: FAIL at config: {'; '.join(problems)}", flush=True)
-        return CONFIG_ERROR
+        return report_error(prog, f"{config_path}: {err}")
 
     # 2. Rehearsal: NeMo-RL's real loop on CPU (darling_nemo/rehearsal).
     if args.rehearse:
         if cfg["engine"] != "nemo_rl":
-            print(f"{config_path}: --rehearse is for engine: nemo_rl configs", file=sys.stderr)
-            return CONFIG_ERROR
+            return report_error(prog, f"{config_path}: --rehearse is for engine: nemo_rl configs")
         from darling_nemo.rehearsal.run import rehearse
 
         return rehearse(REPO / task.recipe, config_path, args.overrides, task.name)
@@ -159,27 +186,27 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
         try:
             print(run(checked))
         except ConfigError as err:  # what only the run can see (a data file, a model path)
-            print(f"{config_path}: {err}", file=sys.stderr)
-            return CONFIG_ERROR
+            return report_error(prog, f"{config_path}: {err}")
         except KeyboardInterrupt:
             return report_interrupt(
-                task.recipe,
+                prog,
                 f"the checkpoints saved so far are in {checked.output_dir}; "
                 "the same command resumes from the newest",
             )
         return 0
 
-    # 4. NeMo-RL: fail early (saying how to run it) when it is not installed.
+    # 4. NeMo-RL (where it is not installed: how to run it), then this machine's paths and a
+    #    served judge; nothing is written before.
+    from darling_nemo.judges import JudgeError
     from darling_nemo.nemo_rl import adapter as nemo
 
-    nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
-    from darling_nemo.judges import JudgeError
-
-    try:  # served judge probed, numbered log dir, Ray, tokenizer, generation config
+    try:
+        nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
+        check_nemo_rl_paths(cfg, checked)
+        # served judge probed, numbered log dir, Ray, tokenizer, generation config
         cfg, tokenizer = nemo.start(cfg, checked)
-    except JudgeError as err:
-        print(f"{config_path}: {err}", file=sys.stderr)
-        return 1
+    except (ConfigError, JudgeError) as err:
+        return report_error(prog, f"{config_path}: {err}")
     save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
 
     # 5. Prompts + the task's quality environment (math-verify, or the reward model).
@@ -191,4 +218,10 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
     except nemo.DriverFailed as failed:
         print(failed, file=sys.stderr, flush=True)
         return 1
+    except KeyboardInterrupt:
+        return report_interrupt(
+            prog,
+            f"NeMo-RL's checkpoints saved so far are in {cfg['checkpointing']['checkpoint_dir']}; "
+            "the same command resumes from the newest",
+        )
     return 0

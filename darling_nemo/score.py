@@ -20,7 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from darling_nemo.config import apply_overrides, command_parser, exits_on_config_error, load_config
+from darling_nemo.config import (
+    apply_overrides,
+    check_judge_models,
+    check_output_file,
+    command_parser,
+    exits_on_config_error,
+    load_config,
+)
 from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import JudgeError, make_judge
@@ -42,6 +49,8 @@ def read_groups(path: Path) -> list[dict[str, Any]]:
             groups.append(row)
     if problems:
         lines = [f"{path}:{lineno}: {problem}" for lineno, problem in sorted(problems)]
+        if len(lines) == 1:
+            raise ValueError(f"{lines[0]} (nothing scored)")
         raise ValueError("malformed input, nothing scored:\n  " + "\n  ".join(lines))
     if not groups:
         raise ValueError(f"{path}: no groups found")
@@ -125,6 +134,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     )
     args = parser.parse_args(argv)
     cfg = build_config(args)
+    if args.output:
+        check_output_file(args.output, "--output")
+    check_judge_models(cfg.judge, "judge")
     groups = read_groups(args.input)
     try:
         scored = score_groups(groups, cfg)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from darling_nemo.config import exits_on_config_error, load_config, save_config
+from darling_nemo.config import check_output_dir, exits_on_config_error, load_config, save_config
 from darling_nemo.mini.plots import figure_title, plot_curves, plot_pass_at_k
 from darling_nemo.mini.report import (
     WARM_START_ROW,
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     except ConfigError as err:
         raise ConfigError(f"{args.config}: {err}") from None
     out = Path(cfg.output_dir)
+    check_output_dir(out)
     started = time.perf_counter()
     try:  # before torch computes anything: it picks its kernels once
         for warning in pin_cpu_kernels(cfg.cpu_kernels):

@@ -46,7 +46,13 @@ from darling_nemo.classifier_training.report import (  # noqa: E402
     split_metrics,
     write_card,
 )
-from darling_nemo.config import RESUMES, exits_on_config_error, parse_config  # noqa: E402
+from darling_nemo.config import (  # noqa: E402
+    RESUMES,
+    check_model_path,
+    check_output_dir,
+    exits_on_config_error,
+    parse_config,
+)
 from darling_nemo.judges.cross_encoder import resolve_device  # noqa: E402
 from darling_nemo.judges.embedding import shipped_minilm_path  # noqa: E402
 from darling_nemo.resume import write_json  # noqa: E402
@@ -63,6 +69,8 @@ def in_repo(path: str) -> Path:
 def main(argv: list[str] | None = None) -> int:
     # 1. Config and data: both accepted before anything is written.
     cfg = parse_config(__doc__, argv, ClassifierTrainConfig, config_required=False)
+    check_output_dir(in_repo(cfg.output_dir))
+    check_model_path(cfg.base_model, "base_model")
     pairs, train_pairs, heldout = load_split(cfg, in_repo(cfg.data))
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)

@@ -25,11 +25,25 @@ def last_line(text: str) -> str:
 def bad_inputs(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "nokey.jsonl").write_text('{"q": "1+1?", "answer": "2"}\n')
+    (tmp_path / "torn.jsonl").write_text('{"question": "1+1?", "answer": "2"}\n{"question": \n')
+    (tmp_path / "group.jsonl").write_text(
+        '{"prompt": "2+2?", "responses": ["4"], "quality": [1]}\n'
+    )
     (tmp_path / "afile").write_text("not a folder")
+    (tmp_path / "a-model").mkdir()  # a folder that exists: the model check passes it
     return tmp_path
 
 
 MATH_TRL = ("recipes/darling_math.py", "--config", "conf/local/math_trl.yaml")
+PLAN = ("-m", "darling_nemo.plan", "conf/wildchat_llama70b_darling.yaml")
+SCORE = ("-m", "darling_nemo.score", "{d}/group.jsonl")
+CLASSIFIER = ("recipes/train_classifier.py", "--config", "conf/classifier/minilm_noveltybench.yaml")
+PREP_MATH = (
+    "-c",
+    "import sys; from darling_nemo.data_prep import main_math; sys.exit(main_math())",
+    "conf/local/data/aime25_first8.jsonl",
+)
+NO_MODEL = "(a local checkpoint must exist; a hub model is named org/name)"
 
 
 @pytest.mark.parametrize(
@@ -52,25 +66,50 @@ MATH_TRL = ("recipes/darling_math.py", "--config", "conf/local/math_trl.yaml")
             (*MATH_TRL, "output_dir={d}/afile/run"),
             "output_dir: {d}/afile/run lies under {d}/afile, which is a file, not a folder",
         ),
-        (  # a string for a size
+        (  # a folder that takes no new folder, whatever the permission bits say (root too)
+            (*MATH_TRL, "output_dir=/proc/darling-run"),
+            "darling_math: conf/local/math_trl.yaml: output_dir: cannot write in /proc",
+        ),
+        (  # a line that is not JSON: file and line, on one line
+            (*MATH_TRL, "task.data_path={d}/torn.jsonl", "output_dir={d}/run"),
+            "task.data_path: {d}/torn.jsonl:2: not valid JSON",
+        ),
+        (  # a policy folder that does not exist: named by key, before any model loads
             (
-                "-m",
-                "darling_nemo.plan",
-                "conf/wildchat_llama70b_darling.yaml",
-                "policy.megatron_cfg.tensor_model_parallel_size=three",
+                *MATH_TRL,
+                "policy={{kind: pretrained, name_or_path: {d}/no-such-model}}",
+                "output_dir={d}/run",
             ),
+            f"policy.name_or_path: no such model folder {{d}}/no-such-model {NO_MODEL}",
+        ),
+        (  # a number that is not one: one line naming the key (was 'invalid config:' + a line)
+            (*MATH_TRL, "trainer.max_steps=abc", "output_dir={d}/run"),
+            "darling_math: conf/local/math_trl.yaml: trainer.max_steps: must be a whole number, "
+            "got 'abc'",
+        ),
+        (  # a string for a size
+            (*PLAN, "policy.megatron_cfg.tensor_model_parallel_size=three"),
             "darling-plan: policy.megatron_cfg.tensor_model_parallel_size: expected a whole "
             "number >= 1, got 'three'",
         ),
         (  # a negative GPU size
-            (
-                "-m",
-                "darling_nemo.plan",
-                "conf/wildchat_llama70b_darling.yaml",
-                "--gpu-memory",
-                "-5",
-            ),
+            (*PLAN, "--gpu-memory", "-5"),
             "darling-plan: --gpu-memory: a GPU's memory in GiB must be > 0, got -5",
+        ),
+        (  # a file the plan writes, under a file
+            (*PLAN, "--layout-env", "{d}/afile/layout.env"),
+            "darling-plan: --layout-env: {d}/afile/layout.env lies under {d}/afile, which is a "
+            "file, not a folder",
+        ),
+        (  # an eval's output folder that is a file (its model folder exists)
+            (
+                "recipes/eval_math.py",
+                "--config",
+                "conf/eval/math_tiny.yaml",
+                "generator.model={d}/a-model",
+                "output_dir={d}/afile",
+            ),
+            "eval_math: output_dir: {d}/afile is a file, not a folder",
         ),
         (  # a local model folder that does not exist: not the hub's "Repo id" hint
             (
@@ -86,16 +125,52 @@ MATH_TRL = ("recipes/darling_math.py", "--config", "conf/local/math_trl.yaml")
             ("recipes/darling_mini.py", "trainer.max_steps=abc", "output_dir={d}/mini"),
             "trainer.max_steps: must be a whole number, got 'abc'",
         ),
+        (  # the classifier's base model: a folder that does not exist
+            (*CLASSIFIER, "base_model={d}/no-such-model", "output_dir={d}/clf"),
+            f"train_classifier: base_model: no such model folder {{d}}/no-such-model {NO_MODEL}",
+        ),
+        (  # the classifier's output folder that is a file
+            (*CLASSIFIER, "output_dir={d}/afile"),
+            "train_classifier: output_dir: {d}/afile is a file, not a folder",
+        ),
+        (  # darling-score's judge model: a folder that does not exist (was the hub's hint)
+            (*SCORE, "--judge", "cross_encoder", "--judge-set", "model={d}/no-such-model"),
+            f"darling-score: judge.model: no such model folder {{d}}/no-such-model {NO_MODEL}",
+        ),
+        (  # darling-score's output file under a file
+            (*SCORE, "-o", "{d}/afile/scored.jsonl"),
+            "darling-score: --output: {d}/afile/scored.jsonl lies under {d}/afile",
+        ),
+        (  # data prep's output file under a file
+            (*PREP_MATH, "--out", "{d}/afile/math.jsonl"),
+            "darling-prep-math: --out: {d}/afile/math.jsonl lies under {d}/afile",
+        ),
+        (  # data prep's counts: a whole number >= 1 (-3 kept all rows but the last 3)
+            (*PREP_MATH, "--out", "{d}/math.jsonl", "--limit", "-3"),
+            "darling-prep-math: error: argument --limit: expected a whole number >= 1, got -3",
+        ),
     ],
     ids=[
         "empty-data",
         "missing-key",
         "output-dir-is-file",
         "output-dir-unmakeable",
+        "output-dir-not-writable",
+        "data-not-json",
+        "trl-missing-model",
+        "trl-bad-number",
         "plan-size-string",
         "plan-negative-gpu",
+        "plan-output-under-file",
+        "eval-output-dir-is-file",
         "eval-missing-model",
         "mini-bad-number",
+        "classifier-missing-model",
+        "classifier-output-dir-is-file",
+        "score-missing-model",
+        "score-output-under-file",
+        "prep-output-under-file",
+        "prep-bad-number",
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(bad_inputs, args, expected):
@@ -104,6 +179,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(bad_inputs, args, expec
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert expected.format(d=bad_inputs) in last_line(proc.stderr), proc.stderr[-2000:]
+    if "error: argument" not in expected:  # argparse's own: the usage, then its one line
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
     assert sorted(p.name for p in bad_inputs.iterdir()) == before  # no run folder, no config
 
 
@@ -124,22 +201,39 @@ def test_a_corrected_rerun_is_not_refused_after_a_failed_data_check(bad_inputs):
     assert "has no 'question'" in last_line(second.stderr)
 
 
-def test_ctrl_c_is_one_line_saying_what_is_kept_and_exit_130(tmp_path):
-    """SIGINT while the miniature trains: no traceback, the line says the same command
-    resumes, exit code 130 (128 + SIGINT)."""
-    args = [
-        str(REPO / "recipes" / "darling_mini.py"),
-        f"output_dir={tmp_path}",
-        "seeds=[3]",
-        "warm_start.steps=100000",  # long enough to be interrupted in the middle
-        "logging.progress_bar=false",
-    ]
+@pytest.mark.parametrize(
+    ("args", "started", "expected"),
+    [
+        (  # the miniature, during a warm start
+            (
+                "recipes/darling_mini.py",
+                "output_dir={d}",
+                "seeds=[3]",
+                "warm_start.steps=100000",  # long enough to be interrupted in the middle
+            ),
+            "seed-3/warm_start",
+            "darling_mini: interrupted (Ctrl-C); finished warm starts and arms and each "
+            "unfinished arm's newest checkpoint are saved in output_dir; the same command "
+            "resumes from them",
+        ),
+        (  # a TRL run (recipe.py's own path), once its first checkpoint is saved
+            (*MATH_TRL, "output_dir={d}", "trainer.max_steps=1000", "logging.report_to=[]"),
+            "checkpoint-*",
+            "darling_math: interrupted (Ctrl-C); the checkpoints saved so far are in {d}; the "
+            "same command resumes from the newest",
+        ),
+    ],
+    ids=["mini", "trl-recipe"],
+)
+def test_ctrl_c_is_one_line_saying_what_is_kept_and_exit_130(tmp_path, args, started, expected):
+    """SIGINT while training, progress bars on: no traceback, the last line says what is
+    kept and that the same command resumes, exit code 130 (128 + SIGINT)."""
     env = {**RECIPE_ENV, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, *args],
+        [sys.executable, *(a.format(d=tmp_path) for a in args)],
         cwd=REPO,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         # A shell that starts a job in the background hands it SIGINT ignored (and exec keeps
@@ -148,24 +242,23 @@ def test_ctrl_c_is_one_line_saying_what_is_kept_and_exit_130(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        # The warm start's folder appears once the config is checked and training began.
-        deadline_polls = 0
-        while not (tmp_path / "seed-3" / "warm_start").exists():
+        # Polls until training has begun (the config and the data were accepted); the bound
+        # only stops a test whose command never starts, a loaded machine is far inside it.
+        polls = 0
+        while not any(tmp_path.glob(started)):
             assert proc.poll() is None, proc.stderr.read()[-2000:]
-            deadline_polls += 1
-            assert deadline_polls < 3000, "the miniature never started its warm start"
+            polls += 1
+            assert polls < 6000, f"the command never reached {started}"
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.1)
         os.kill(proc.pid, signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
+        _, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr, stderr[-2000:]
-    line = last_line(stderr)
-    assert line.startswith("darling_mini: interrupted (Ctrl-C);"), line
-    assert "the same command resumes" in line
+    assert last_line(stderr) == expected.format(d=tmp_path)
 
 
 def test_an_unreachable_served_judge_stops_a_trl_run_before_it_starts(tmp_path):

@@ -6,9 +6,9 @@ export made before (step_N/hf with its marker) and says how to make one when it 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, TypeVar
 
+from darling_nemo.config import check_model_path
 from darling_nemo.evals.schema import EvalSource
 from darling_nemo.export import (
     Checkpoint,
@@ -40,15 +40,9 @@ def _hf_folder(ckpt: Checkpoint) -> str:
 def resolve_run(cfg: Cfg) -> Cfg:
     """With `run` set: generator.model becomes the step's HF export (made or reused), and an
     unset run_name becomes RUN_NAME-step_N. Without it, cfg unchanged, once a generator.model
-    written as a path (/..., ./..., ../..., ~/...) is known to be a folder here: otherwise the
-    hub would be asked for it and answer with a misleading 'Repo id' error."""
+    written as a path is known to be a folder here (`check_model_path`)."""
     if cfg.run is None:
-        model = cfg.generator.model  # type: ignore[attr-defined]
-        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
-            raise ConfigError(
-                f"generator.model: no such model folder {model} (a local checkpoint must "
-                "exist; a hub model is named org/name)"
-            )
+        check_model_path(cfg.generator.model, "generator.model")  # type: ignore[attr-defined]
         return cfg
     ckpt = find_checkpoint(cfg.run, cfg.step)
     generator = cfg.generator.model_copy(update={"model": _hf_folder(ckpt)})  # type: ignore[attr-defined]

@@ -70,7 +70,7 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     RolloutRows,
     prompt_and_response,
 )
-from darling_nemo.schema import ConfigError, DarlingConfig
+from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
 JUDGE_TIMER = "darling_judge"
@@ -122,13 +122,14 @@ class DarlingLogger:
 
 
 def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf/...") -> None:
-    """Fail early, saying how to run `command`, when NeMo-RL is not importable; warn on other
-    versions."""
+    """Fail early (a ConfigError: the config asks for what this machine lacks), saying how to
+    run `command`, when NeMo-RL is not importable, or when it is not the version whose
+    functions the adapter replaces."""
     try:
         import nemo_rl
     except ImportError as err:
         local = sorted(str(p.relative_to(REPO_ROOT)) for p in REPO_ROOT.glob("conf/local/*.yaml"))
-        raise SystemExit(
+        raise ConfigError(
             f"engine: nemo_rl needs NeMo-RL v{NEMO_RL_VERSION}, which is not importable here "
             f"({err}).\nRun it in the darling-nemo container (containers/build.sh, on "
             f"nvcr.io/nvidia/nemo-rl:v{NEMO_RL_VERSION}), from the repository root:\n"
@@ -143,7 +144,7 @@ def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf
     try:  # before Ray starts: a changed function fails now, naming it
         check_touch_points(nemo_rl.__version__)
     except TouchPointError as err:
-        raise SystemExit(f"engine: nemo_rl: {err}") from None
+        raise ConfigError(f"engine: nemo_rl: {err}") from None
 
 
 def _wanted_and_possible(key: str, wanted: bool, reasons: list[str], instead: str) -> bool:
@@ -309,19 +310,20 @@ def chat_prompt_processor(
     }
 
 
-def _check_data_paths(cfg: dict[str, Any]) -> None:
+def check_data_paths(cfg: dict[str, Any]) -> None:
+    """The data files a NeMo-RL config names exist (relative to the cwd, as NeMo-RL reads
+    them); a ConfigError naming each missing one's key otherwise. Needs no NeMo-RL."""
     data = cfg["data"]
     problems = []
     for key in ("prompt_file", "system_prompt_file", "train_data_path", "val_data_path"):
         value = data.get(key)
         is_file = isinstance(value, str) and Path(value).suffix in {".txt", ".json", ".jsonl"}
         if is_file and not Path(value).exists():
-            problems.append(f"  data.{key}: file not found: {value} (cwd {os.getcwd()})")
+            problems.append(f"data.{key}: file not found: {value} (cwd {os.getcwd()})")
     if problems:
-        raise ConfigError(
-            "invalid config:\n" + "\n".join(problems) + "\n  (prepare data with "
-            "darling-prep-math / darling-prep-wildchat; paths are relative to the cwd)"
-        )
+        hint = "prepare data with darling-prep-math / darling-prep-wildchat"
+        message = config_problems(problems)
+        raise ConfigError(f"{message}: {hint}" if len(problems) == 1 else f"{message}\n  ({hint})")
 
 
 def setup_data(
@@ -396,7 +398,7 @@ def start(cfg: dict[str, Any], darling: DarlingConfig | None = None) -> tuple[di
 
     if darling is None:
         darling = validate_nemo_rl_config(cfg)
-    _check_data_paths(cfg)
+    check_data_paths(cfg)
     if darling.calls_judge and darling.judge.kind == "served":  # a wrong URL fails now
         from darling_nemo.judges.served import probe_served_judge
 

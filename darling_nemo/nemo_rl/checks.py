@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from darling_nemo.core import Baseline, Diversity, JudgeRounds, PartitionScope
-from darling_nemo.schema import ConfigError, DarlingConfig, validate_darling
+from darling_nemo.schema import ConfigError, DarlingConfig, config_problems, validate_darling
 
 
 def _lookup(cfg: dict[str, Any], path: str) -> tuple[bool, Any]:
@@ -270,12 +270,12 @@ def validate_nemo_rl_config(
     it are reported too, so a misspelled NeMo-RL key fails instead of being ignored.
     """
     if not isinstance(cfg.get("darling"), dict):
-        raise ConfigError("invalid config:\n  darling: missing (a mapping is required)")
+        raise ConfigError("darling: missing (a mapping is required)")
     darling = validate_darling(cfg["darling"])
     if reference is not None:  # before the rules below do arithmetic with these values
         mistyped = mistyped_values(cfg, reference)
         if mistyped:
-            raise ConfigError("invalid config:\n" + "\n".join(f"  {p}" for p in mistyped))
+            raise ConfigError(config_problems(mistyped))
     problems = nemo_rl_contradictions(cfg, darling)
     if reference is not None:
         problems += [
@@ -284,5 +284,5 @@ def validate_nemo_rl_config(
             for path in unknown_config_keys(cfg, reference)
         ]
     if problems:
-        raise ConfigError("invalid config:\n" + "\n".join(f"  {p}" for p in problems))
+        raise ConfigError(config_problems(problems))
     return darling

@@ -9,7 +9,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from darling_nemo.config import load_config
+from darling_nemo.config import (
+    check_output_file,
+    exits_on_config_error,
+    load_config,
+    whole_number,
+)
 from darling_nemo.plan.estimate import CLASSIFIER_GPU_MEMORY_UTILIZATION, STANDARD_GPUS, make_plan
 from darling_nemo.plan.launcher_env import layout_env
 from darling_nemo.plan.report import Labelled, render
@@ -56,7 +61,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--classifier-max-model-len",
-        type=int,
+        type=whole_number,
         default=None,
         help="--max-model-len of the classifier servers (default: the model's own)",
     )
@@ -80,31 +85,35 @@ def _target_gpu(gpu_memory: str | None) -> tuple[float | None, str | None]:
     return target, f"--gpu-memory {target:g}"
 
 
+@exits_on_config_error("darling-plan")
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        cfg = load_config(args.config, args.overrides)
-        target, target_label = _target_gpu(args.gpu_memory)
-        kwargs = dict(
-            model_config=args.model_config,
-            classifier_model=args.classifier_model,
-            classifier_gpu_memory_utilization=args.classifier_gpu_memory_utilization,
-            classifier_max_model_len=args.classifier_max_model_len,
+    cfg = load_config(args.config, args.overrides)
+    target, target_label = _target_gpu(args.gpu_memory)
+    if args.layout_env:
+        check_output_file(args.layout_env, "--layout-env")
+    utilization = args.classifier_gpu_memory_utilization
+    if not 0 < utilization <= 1:
+        raise ConfigError(
+            f"--classifier-gpu-memory-utilization: a fraction in (0, 1], got {utilization:g}"
         )
-        standard = [
-            Labelled(label, make_plan(cfg, size, **kwargs)) for label, size in STANDARD_GPUS.items()
-        ]
-        if target is not None:
-            main_plan = make_plan(cfg, target, **kwargs)
-            others = standard
-        else:
-            main_plan, others = standard[0].plan, standard[1:]
-            target_label = standard[0].label
-        if args.layout_env:
-            Path(args.layout_env).write_text(layout_env(cfg))
-    except ConfigError as err:
-        print(f"darling-plan: {err}", file=sys.stderr)
-        return 2
+    kwargs = dict(
+        model_config=args.model_config,
+        classifier_model=args.classifier_model,
+        classifier_gpu_memory_utilization=utilization,
+        classifier_max_model_len=args.classifier_max_model_len,
+    )
+    standard = [
+        Labelled(label, make_plan(cfg, size, **kwargs)) for label, size in STANDARD_GPUS.items()
+    ]
+    if target is not None:
+        main_plan = make_plan(cfg, target, **kwargs)
+        others = standard
+    else:
+        main_plan, others = standard[0].plan, standard[1:]
+        target_label = standard[0].label
+    if args.layout_env:
+        Path(args.layout_env).write_text(layout_env(cfg))
     print(render(main_plan, others, target_label))
     if args.gpu_memory == "auto" and target is None:
         print("note: no nvidia-smi here; judged against the standard GPU sizes only")

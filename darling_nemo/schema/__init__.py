@@ -1,6 +1,7 @@
 """The typed configs, one module per reader; every default lives here, once.
 
-base.py        strict models, `ConfigError`, `format_validation_error`, `validate_section`
+base.py        strict models, `ConfigError`, `config_problems`, `format_validation_error`,
+               `validate_section`
 judges.py      the pair judges (`darling.judge`) and the reference pair templates
 darling.py     the `darling:` section, read by both engines
 trl.py         the TRL engine's run and the CPU miniature (one shared base)
@@ -13,6 +14,7 @@ Every name is importable from `darling_nemo.schema`.
 from darling_nemo.schema.base import (
     ConfigError,
     Strict,
+    config_problems,
     format_validation_error,
     validate_section,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "TrlTrainerConfig",
     "Truncation",
     "WarmStartConfig",
+    "config_problems",
     "format_validation_error",
     "validate_darling",
     "validate_section",

@@ -7,6 +7,7 @@ a typo never trains the wrong run. Call sites read attributes of the validated m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -21,14 +22,21 @@ class Strict(BaseModel):
 def format_validation_error(
     err: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
 ) -> str:
-    """All problems at once, one line each: the dotted key path and the problem in plain
-    words (`darling.judge.kind: 'bogus' is not one of lexical, cross_encoder, ...`).
+    """All problems at once (`config_problems`), one line each: the dotted key path and the
+    problem in plain words (`darling.judge.kind: 'bogus' is not one of lexical, cross_encoder, ...`).
 
     With `model` (the class validated) pydantic's union tags leave the key paths, closed
     sets list their values and an unknown key is answered with the closest known one.
     """
-    lines = [describe_error(e, prefix, model) for e in err.errors()]
-    return "invalid config:\n" + "\n".join(f"  {line}" for line in lines)
+    return config_problems([describe_error(e, prefix, model) for e in err.errors()])
+
+
+def config_problems(problems: Sequence[str]) -> str:
+    """The message of one or more config problems (`key.path: what is wrong`): one problem
+    is one line; several are `invalid config:` and one indented line each, all at once."""
+    if len(problems) == 1:
+        return problems[0]
+    return "invalid config:\n" + "\n".join(f"  {line}" for line in problems)
 
 
 class ConfigError(ValueError):

@@ -25,9 +25,21 @@ from typing import Any
 import numpy as np
 import yaml
 
-from darling_nemo.config import save_config
+from darling_nemo.config import (
+    check_judge_models,
+    check_model_path,
+    check_output_dir,
+    save_config,
+)
 from darling_nemo.resume import changed_settings, write_json
-from darling_nemo.schema import ConfigError, TrlRunConfig, validate_section
+from darling_nemo.schema import (
+    ChatTaskConfig,
+    ConfigError,
+    PretrainedPolicyConfig,
+    RewardModelQualityConfig,
+    TrlRunConfig,
+    validate_section,
+)
 from darling_nemo.trl.reward import DarlingReward, conversational
 from darling_nemo.trl.tasks import Task, build_task
 
@@ -345,6 +357,7 @@ def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
         if final.get("global_step") == run_cfg.trainer.max_steps:
             return final
     check_output_dir(output_dir)
+    check_model_paths(run_cfg)
     probe_judge(run_cfg)
     task = build_task(run_cfg)  # the data is checked before anything is written
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -371,17 +384,16 @@ def probe_judge(run_cfg: TrlRunConfig) -> None:
     print(f"darling.judge: {len(judge.endpoints)} endpoint(s) answer", flush=True)
 
 
-def check_output_dir(output_dir: Path, key: str = "output_dir") -> None:
-    """A folder a run can write (it may not exist yet); a ConfigError naming the key and the
-    path otherwise, before anything is written."""
-    existing = next((p for p in (output_dir, *output_dir.parents) if p.exists()), None)
-    if existing is None:
-        return
-    if not existing.is_dir():
-        what = "is" if existing == output_dir else f"lies under {existing}, which is"
-        raise ConfigError(f"{key}: {output_dir} {what} a file, not a folder: choose another path")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{key}: {existing} is not writable: choose another path")
+def check_model_paths(run_cfg: TrlRunConfig) -> None:
+    """Every model the run loads, when named as a path, is a folder here (a ConfigError
+    naming the key), before any model loads."""
+    if isinstance(run_cfg.policy, PretrainedPolicyConfig):
+        check_model_path(run_cfg.policy.name_or_path, "policy.name_or_path")
+    task = run_cfg.task
+    if isinstance(task, ChatTaskConfig) and isinstance(task.quality, RewardModelQualityConfig):
+        check_model_path(task.quality.name_or_path, "task.quality.name_or_path")
+    if run_cfg.darling.calls_judge:
+        check_judge_models(run_cfg.darling.judge)
 
 
 def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]:

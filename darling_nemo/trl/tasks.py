@@ -174,7 +174,9 @@ def build_task(cfg: TrlRunConfig) -> Task:
 
     from darling_nemo.judges import make_judge
 
-    judge = make_judge(cfg.darling.judge) if cfg.darling.calls_judge else None
+    def judge() -> PairJudge | None:  # loaded once the data is known good (it may be a model)
+        return make_judge(cfg.darling.judge) if cfg.darling.calls_judge else None
+
     if isinstance(task, MathTaskConfig):
         raw = task_rows(task)
         questions = column(raw, task.question_key, task.data_path, "task.question_key")
@@ -191,7 +193,7 @@ def build_task(cfg: TrlRunConfig) -> Task:
                 "add prompts or lower task.heldout_prompts"
             )
         words = prompt_words([*rows, *({"prompt": r["answer"]} for r in rows)])
-        return Task(rows[:split], rows[split:], math_verify_quality, judge, words)
+        return Task(rows[:split], rows[split:], math_verify_quality, judge(), words)
 
     assert isinstance(task, ChatTaskConfig)
     raw = task_rows(task)
@@ -202,7 +204,7 @@ def build_task(cfg: TrlRunConfig) -> Task:
         quality: QualityFn = length_stand_in_quality(task.quality.target_words)
     else:
         quality = RewardModelQuality(task.quality)
-    return Task(rows, [], quality, judge, prompt_words(rows))
+    return Task(rows, [], quality, judge(), prompt_words(rows))
 
 
 def prompt_words(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from helpers import REPO
 
 from darling_nemo.config import (
     apply_overrides,
+    check_model_path,
+    check_output_dir,
+    check_output_file,
     exits_on_config_error,
     load_config,
     load_validated,
@@ -189,7 +194,8 @@ def test_a_typo_is_answered_with_the_closest_key_not_with_plus():
     )
     with pytest.raises(ConfigError) as err:
         load_config(CONF / "local" / "math_trl.yaml", ["darling.judge.xyz=1"])
-    assert "+" not in str(err.value)  # the smoke config's judge is the embedding judge
+    # (the smoke config's judge is the embedding judge: its keys are listed)
+    assert "+" not in str(err.value)
     assert "darling.judge has: batch_size, cache_size, device, kind, model, threshold" in str(
         err.value
     )
@@ -240,11 +246,19 @@ def test_validation_messages_name_the_key_and_the_allowed_values():
 def test_load_validated_names_the_file_and_the_schema_defaults_need_no_file(tmp_path):
     cfg, raw = load_validated(None, ["epochs=2"], ClassifierTrainConfig)
     assert cfg.epochs == 2 and raw == {"epochs": 2}
-    (tmp_path / "c.yaml").write_text("epochs: -1\n")
-    with pytest.raises(
-        ConfigError, match=rf"^{tmp_path / 'c.yaml'}: invalid config:\n  epochs: must be > 0"
-    ):
+    (tmp_path / "c.yaml").write_text("epochs: -1\nbatch_size: 0\n")
+    # several problems: a header and one line each, all at once
+    with pytest.raises(ConfigError) as err:
         load_validated(tmp_path / "c.yaml", [], ClassifierTrainConfig)
+    assert str(err.value).splitlines() == [
+        f"{tmp_path / 'c.yaml'}: invalid config:",
+        "  epochs: must be > 0.0, got -1",
+        "  batch_size: must be >= 1, got 0",
+    ]
+    # one problem: one line
+    with pytest.raises(ConfigError) as err:
+        load_validated(tmp_path / "c.yaml", ["batch_size=1"], ClassifierTrainConfig)
+    assert str(err.value) == f"{tmp_path / 'c.yaml'}: epochs: must be > 0.0, got -1"
 
 
 def test_every_config_error_ends_a_command_with_one_line_and_exit_code_2(tmp_path, capsys):
@@ -270,3 +284,79 @@ def test_a_null_or_scalar_is_not_a_section():
     assert apply_overrides(cfg, ["+a.b.c=1"]) == {"a": {"b": {"c": 1}, "d": 3}}
     with pytest.raises(ConfigError, match=r"'a\.d' is a value, not a section$"):
         apply_overrides(cfg, ["+a.d.c=1"])
+
+
+# ---------------------------------------------------------------------------------------------
+# What only this machine can check: output folders and files, model folders
+# ---------------------------------------------------------------------------------------------
+
+
+def test_an_output_folder_is_checked_without_leaving_anything(tmp_path):
+    (tmp_path / "afile").write_text("")
+    check_output_dir(tmp_path / "new" / "run")  # not there yet: fine, and not made
+    check_output_dir(tmp_path)  # there: fine
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # the probe folder is gone
+    with pytest.raises(ConfigError, match=rf"^output_dir: {tmp_path}/afile is a file"):
+        check_output_dir(tmp_path / "afile")
+    with pytest.raises(ConfigError, match=rf"^key: {tmp_path}/afile/x lies under {tmp_path}/afile"):
+        check_output_dir(tmp_path / "afile" / "x", "key")
+    # a folder that takes no new folder, whoever runs this (root included)
+    with pytest.raises(ConfigError, match=r"^output_dir: cannot write in /proc \("):
+        check_output_dir("/proc/darling/run")
+
+
+def test_an_output_file_is_not_a_folder_and_its_folder_is_writable(tmp_path):
+    (tmp_path / "afile").write_text("")
+    check_output_file(tmp_path / "new" / "out.jsonl", "--out")
+    check_output_file(tmp_path / "afile", "--out")  # an existing file is overwritten
+    with pytest.raises(ConfigError, match=rf"^--out: {tmp_path} is a folder, not a file"):
+        check_output_file(tmp_path, "--out")
+    with pytest.raises(ConfigError, match=r"^-o: .*/afile/out\.jsonl lies under .*/afile, which"):
+        check_output_file(tmp_path / "afile" / "out.jsonl", "-o")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["/no/such/model", "./no-such-model", "../no-such-model", "~/no-such-model", "a/b/c"],
+)
+def test_a_model_written_as_a_path_must_be_a_folder_here(model):
+    with pytest.raises(ConfigError, match=rf"^policy\.name_or_path: no such model folder {model} "):
+        check_model_path(model, "policy.name_or_path")
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-4B-Base", "gpt2", None, str(REPO / "conf")])
+def test_hub_names_and_existing_folders_pass_the_model_check(model):
+    check_model_path(model, "policy.name_or_path")  # hub names are the hub's to answer
+
+
+def test_a_nemo_rl_run_checks_its_paths_before_nemo_rl_starts(tmp_path, monkeypatch):
+    """What recipe.check_nemo_rl_paths reads from a real shipped config: the data files, the
+    log and checkpoint folders, the policy's and the judge's model paths, each by key."""
+    from darling_nemo.recipe import check_nemo_rl_paths
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "data").mkdir()
+    config = CONF / "math_qwen3_4b_darling.yaml"
+    cfg = load_config(config, [])
+    for key in ("prompt_file", "system_prompt_file", "train_data_path", "val_data_path"):
+        if isinstance(cfg["data"][key], str):  # relative to the cwd, as NeMo-RL reads them
+            (tmp_path / cfg["data"][key]).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / cfg["data"][key]).write_text("{}\n")
+    darling = validate_darling(cfg["darling"])
+    check_nemo_rl_paths(cfg, darling)  # as shipped, its data in place: fine
+    cases = [
+        ("data.train_data_path=missing.jsonl", "data.train_data_path: file not found"),
+        ("logger.log_dir=afile/logs", "logger.log_dir: afile/logs lies under afile"),
+        ("checkpointing.checkpoint_dir=afile", "checkpointing.checkpoint_dir: afile is a file"),
+        ("policy.model_name=/no/such/model", "policy.model_name: no such model folder"),
+        ("darling.judge={kind: cross_encoder}", None),  # a hub name: the hub's to answer
+    ]
+    for override, message in cases:
+        changed = load_config(config, [override])
+        if message is None:
+            check_nemo_rl_paths(changed, validate_darling(changed["darling"]))
+            continue
+        with pytest.raises(ConfigError, match=rf"^{re.escape(message)}"):
+            check_nemo_rl_paths(changed, validate_darling(changed["darling"]))

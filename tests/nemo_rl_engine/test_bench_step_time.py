@@ -8,6 +8,7 @@ import time
 import pytest
 
 from darling_nemo.bench.step_time import paper_scales, report
+from darling_nemo.rehearsal import pacing
 from darling_nemo.rehearsal.pacing import (
     MODEL_ENV,
     length_fraction,
@@ -31,17 +32,33 @@ def model(monkeypatch, tmp_path):
     return use_model
 
 
-def test_without_a_model_nothing_is_paced(monkeypatch):
+@pytest.fixture
+def asked(monkeypatch):
+    """The durations the pacer asked for: every `seconds_left(seconds, started)` call's
+    `seconds` (the modelled total) and what it returned (the sleep). The tests check these
+    instead of an upper bound on wall time, which a loaded machine can exceed at any time;
+    the wall-time lower bounds stay (a sleep never ends early)."""
+    calls: list[tuple[float, float]] = []
+    real = pacing.seconds_left
+
+    def recording(seconds: float, started: float) -> float:
+        calls.append((seconds, left := real(seconds, started)))
+        return left
+
+    monkeypatch.setattr(pacing, "seconds_left", recording)
+    return calls
+
+
+def test_without_a_model_nothing_is_paced(monkeypatch, asked):
     monkeypatch.delenv(MODEL_ENV, raising=False)
     assert phase_seconds("judge_call") == 0.0
     judge = object()
     assert paced_judge(judge) is judge  # no wrapper at all outside the benchmark
-    started = time.perf_counter()
     assert paced("training")(lambda x: x + 1)(1) == 2
-    assert time.perf_counter() - started < 0.05
+    assert asked == [(0.0, 0.0)]  # nothing modelled, no sleep
 
 
-def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(model):
+def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(model, asked):
     # 4 simulated s x 0.05 real s per simulated s = 0.2 s real
     model(0.05, {"training": 4})
     assert phase_seconds("training") == pytest.approx(0.2)
@@ -53,7 +70,10 @@ def test_a_paced_call_lasts_its_scaled_duration_counting_its_own_work(model):
 
     started = time.perf_counter()
     assert paced("training")(work)() == "done"
-    assert 0.2 <= time.perf_counter() - started < 0.3
+    assert time.perf_counter() - started >= 0.2
+    ((modelled, slept),) = asked
+    assert modelled == pytest.approx(0.2)
+    assert slept <= 0.2 - 0.15  # what is left after the work's own 0.15 s, not another 0.2 s
 
 
 def test_unknown_phases_are_refused_naming_the_file(model):
@@ -70,7 +90,7 @@ def test_a_model_without_its_keys_is_refused_naming_the_file(monkeypatch, tmp_pa
         phase_seconds("training")
 
 
-def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(model):
+def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(model, asked):
     model(0.02, {"judge_call": 1.0, "judge_pair": 0.5})
 
     class Counting:
@@ -84,8 +104,9 @@ def test_the_judge_lasts_its_calls_and_pairs_and_keeps_its_counters(model):
     assert judge.stats == {"requests": 3}  # metrics.judge_usage reads them through
     started = time.perf_counter()
     assert judge([("a", "b")] * 4) == [0.5] * 4
+    assert time.perf_counter() - started >= 0.06
     # (1 + 4 x 0.5) simulated s x 0.02 = 0.06 s real
-    assert 0.06 <= time.perf_counter() - started < 0.15
+    assert [modelled for modelled, _ in asked] == [pytest.approx(0.06)]
 
 
 def test_response_lengths_follow_the_capped_share(model):
