@@ -503,6 +503,12 @@ class DarlingSettings:
     outcome_coef: float  # outcome: the penalty per repeat of an answer, over n
     diversity_weight: float  # fusion gdpo: w in z(q) + w z(d)
 
+    @property
+    def partitions(self) -> bool:
+        """Whether each group is cut into classes (of meaning, or of final answers for
+        method outcome), so the class metrics exist."""
+        return self.method is Method.OUTCOME or self.diversity is Diversity.SEMANTIC
+
 
 @dataclass(frozen=True)
 class DarlingBatch:
