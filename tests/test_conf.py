@@ -236,6 +236,7 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "local/math_trl.yaml": (TrlRunConfig, []),
         "local/wildchat_trl.yaml": (TrlRunConfig, []),
         "mini/default.yaml": (MiniConfig, []),
+        "mini/rivals.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/minilm_biencoder_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/serve_8gpu.yaml": ("servers", ["model=/ckpt"]),

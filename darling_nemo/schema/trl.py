@@ -264,12 +264,22 @@ class MiniConfig(TrlSharedConfig):
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
     # name -> darling: section; every other setting is shared. The first arm is the baseline.
     arms: dict[str, DarlingConfig] = Field(min_length=1)
+    # the metrics whose per-seed differences to the first arm (paired 95% t-interval) the
+    # report lists: pass@<k> for a k of evaluation.pass_at_k, distinct_correct, distinct_all
+    differences: list[str] = Field(
+        default_factory=lambda: ["pass@1", "distinct_correct"], min_length=1
+    )
 
     @model_validator(mode="after")
     def _arms_leave_the_judge_to_the_task(self) -> MiniConfig:
         for name, darling in self.arms.items():
             check_digit_sum_judge(self.task, darling, f"arms.{name}.judge")
             check_method_fits(self.task, darling, self.trainer.group_size, f"arms.{name}")
+        measured = [f"pass@{k}" for k in self.evaluation.pass_at_k]
+        measured += ["distinct_correct", "distinct_all"]
+        unknown = [key for key in self.differences if key not in measured]
+        if unknown:
+            raise ValueError(f"differences: {unknown} not measured; choose from {measured}")
         return self
 
     def seed_dir(self, seed: int) -> Path:

@@ -204,3 +204,70 @@ def test_math_outcome_runs_judge_final_answers_with_math_verify(tmp_path):
     texts = ["so \\boxed{1/2}", "hence \\boxed{0.5}", "\\boxed{3}", "I do not know"]
     batch = darling_batch(texts, [1, 1, 0, 0], [0] * 4, task.judge, cfg.darling.settings())
     assert batch.class_ids.tolist() == [0, 0, 1, 2]
+
+
+# ------------------------------------------------------------------------- the miniature
+
+
+def test_the_rivals_miniature_shares_everything_but_its_arms_with_the_main_job():
+    from helpers import REPO
+
+    from darling_nemo.config import load_config
+
+    default = load_config(REPO / "conf" / "mini" / "default.yaml")
+    rivals = load_config(REPO / "conf" / "mini" / "rivals.yaml")
+    shared = set(default) - {"arms", "output_dir"}
+    assert {k: rivals[k] for k in shared} == {k: default[k] for k in shared}
+    # the main job's arms first, unchanged (GRPO stays the baseline of the differences)
+    assert list(rivals["arms"])[:3] == list(default["arms"])
+    assert {k: rivals["arms"][k] for k in default["arms"]} == default["arms"]
+    assert list(rivals["arms"])[3:] == ["pass_at_k", "outcome", "darling_gdpo"]
+    assert rivals["output_dir"] != default["output_dir"]  # the main job's report stays its own
+
+
+def test_differences_must_name_a_measured_metric():
+    with pytest.raises(ConfigError, match=r"differences: \['pass@8'\] not measured"):
+        validate_section(
+            MiniConfig,
+            {"task": {"kind": "digit_sum"}, "arms": {"a": {}}, "differences": ["pass@8"]},
+        )
+
+
+def test_the_rivals_miniature_end_to_end_at_toy_scale(tmp_path, capsys, monkeypatch):
+    """`recipes/darling_mini.py --config conf/mini/rivals.yaml` at toy scale: every arm
+    trains and is evaluated, one table, the paired differences to GRPO, the figures."""
+    import importlib.util
+
+    from helpers import REPO
+
+    from darling_nemo.mini.reproducibility import PORTABLE_KERNELS
+
+    for name in PORTABLE_KERNELS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = importlib.util.spec_from_file_location("mini", REPO / "recipes" / "darling_mini.py")
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    result = recipe.main(
+        [
+            "--config",
+            str(REPO / "conf" / "mini" / "rivals.yaml"),
+            f"output_dir={tmp_path}",
+            "seeds=[3]",
+            "warm_start.steps=5",
+            "trainer.max_steps=2",
+            "evaluation.num_samples=4",
+            "evaluation.pass_at_k=[1,4]",
+            "differences=[pass@1,pass@4,distinct_correct,distinct_all]",
+            "logging.report_to=[]",
+            "logging.progress_bar=false",
+        ]
+    )
+    arms = ["grpo", "grpo_no_std", "darling", "pass_at_k", "outcome", "darling_gdpo"]
+    assert list(result["arms"]) == arms
+    table = capsys.readouterr().out
+    for arm in arms[1:]:
+        assert f"| {arm} |" in table
+        assert f"distinct_all: {arm} - grpo" in table
+    for file in ("comparison.md", "curves.png", "pass_at_k.png"):
+        assert (tmp_path / file).stat().st_size > 0
