@@ -204,6 +204,10 @@ def test_math_outcome_runs_judge_final_answers_with_math_verify(tmp_path):
     texts = ["so \\boxed{1/2}", "hence \\boxed{0.5}", "\\boxed{3}", "I do not know"]
     batch = darling_batch(texts, [1, 1, 0, 0], [0] * 4, task.judge, cfg.darling.settings())
     assert batch.class_ids.tolist() == [0, 0, 1, 2]
+    # sympy compares distinct answer strings once each: 1/2~0.5, 1/2~3, 0.5~3 at most
+    assert task.judge.stats["comparisons"] <= 3 and task.judge.stats["no_answer"] >= 2
+    # the same answer written alike is one answer without any comparison
+    assert task.judge([("x \\boxed{7}", "y \\boxed{7}")]) == [1.0]
 
 
 # ------------------------------------------------------------------------- the miniature
@@ -271,3 +275,12 @@ def test_the_rivals_miniature_end_to_end_at_toy_scale(tmp_path, capsys, monkeypa
         assert f"distinct_all: {arm} - grpo" in table
     for file in ("comparison.md", "curves.png", "pass_at_k.png"):
         assert (tmp_path / file).stat().st_size > 0
+
+
+def test_the_cost_benchmark_times_every_method(capsys):
+    from darling_nemo.bench.rivals import METHODS, main
+
+    medians = main(["--prompts", "2", "--repeats", "1"])
+    assert list(medians) == list(METHODS) and all(s >= 0 for s in medians.values())
+    out = capsys.readouterr().out
+    assert "2 prompts x 8 responses" in out and "| outcome (math-verify answers) |" in out
