@@ -7,6 +7,10 @@ One group = the n responses sampled for one prompt. The pipeline per group:
     fusion    quality * diversity (default)                      -> r_i
     advantage r_i - mean_j r_j (no std division by default)      -> A_i
 
+`darling.method` swaps the reward for a rival's (rivals.py, docs/rivals.md): pass@k
+training's analytic advantage, or outcome-based exploration's penalty on repeated answers;
+`fusion: gdpo` normalises quality and diversity apart. The rest of the pipeline is shared.
+
 Every function takes plain Python/numpy values so the same code serves the TRL engine,
 the NeMo-RL adapter, `darling-score` and the evaluations. Reference semantics and where we
 depart from them are documented on each function and in docs/fidelity.md.
@@ -19,6 +23,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+
+from darling_nemo.rivals import (
+    outcome_penalty,
+    passk_advantages,
+    separately_normalized,
+    whiten_batch,
+)
 
 PairJudge = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
 """A batched semantic-equivalence judge: list of (response_a, response_b) -> P(similar) each.
@@ -33,6 +44,17 @@ class Fusion(StrEnum):
     MULTIPLICATIVE = "multiplicative"  # r = q * d (paper and reference code)
     ADDITIVE = "additive"  # r = z(q) + z(d), per-group z-scores (paper Table 2 ablation)
     QUALITY_ONLY = "quality_only"  # r = q (plain GRPO)
+    # r = z(q) + w z(d) per group (sample std), then the batch whitened: GDPO's separate
+    # normalisation of each reward (rivals.separately_normalized, NeMo-RL's GDPO estimator)
+    GDPO = "gdpo"
+
+
+class Method(StrEnum):
+    """What the reward of a response is (docs/rivals.md)."""
+
+    DARLING = "darling"  # fused quality and diversity (`fusion`), the paper's method
+    PASS_AT_K = "pass_at_k"  # the analytic pass@k advantage of binary rewards (arXiv 2508.10751)
+    OUTCOME = "outcome"  # quality + a penalty per repeat of the final answer (arXiv 2509.06941)
 
 
 class QualityShift(StrEnum):
@@ -79,6 +101,17 @@ def short_answer_equivalent(a: str, b: str) -> bool | None:
     if longest > SHORT_ANSWER_MAX_WORDS:
         return None
     return 2 * len(set(words_a) & set(words_b)) >= longest
+
+
+def same_text(a: str, b: str) -> bool | None:
+    """Only exact duplicates are decided (equivalent); everything else goes to the judge.
+    For a judge of final answers (outcome exploration), where the short-answer rule would
+    join "x = 4" and "x = 5"."""
+    return True if a == b else None
+
+
+PairRule = Callable[[str, str], bool | None]
+"""Decides a pair without the judge (True/False) or leaves it to the judge (None)."""
 
 
 def lexical_decision(a: str, b: str) -> bool | None:
@@ -153,6 +186,7 @@ def partition_groups(
     judge: PairJudge | None,
     threshold: float,
     known: Sequence[KnownVerdicts] | None = None,
+    rule: PairRule = lexical_decision,
 ) -> list[Partition]:
     """Partition many groups at once, sending pairs to `judge` in waves across all groups.
 
@@ -171,6 +205,9 @@ def partition_groups(
     known[g]: verdicts of group g's pairs judged before this call (judge_stream.py judges
     pairs while the rollout still runs); they join like fresh ones and are not judged again.
     Any subset of the judge's own verdicts gives the same components, by the argument above.
+
+    rule: what is decided without the judge (`lexical_decision`, the reference's; or
+    `same_text` for a judge of final answers).
     """
     forests = [UnionFind(len(g)) for g in groups]
     undecided: list[list[tuple[int, int]]] = []
@@ -180,7 +217,7 @@ def partition_groups(
         pending = []
         for i in range(len(group)):
             for j in range(i + 1, len(group)):
-                decision = lexical_decision(group[i], group[j])
+                decision = rule(group[i], group[j])
                 if decision is None and (i, j) in given:
                     judged[g] += 1
                     decision = float(given[i, j]) > threshold
@@ -257,7 +294,10 @@ def _partitions(
 
 
 def partition_groups_in_one_call(
-    groups: Sequence[Sequence[str]], judge: PairJudge | None, threshold: float
+    groups: Sequence[Sequence[str]],
+    judge: PairJudge | None,
+    threshold: float,
+    rule: PairRule = lexical_decision,
 ) -> list[Partition]:
     """The reference procedure: decide every pair the lexical rules leave open, all groups in
     one judge call, then union-find. Same classes as `partition_groups`; more pairs judged,
@@ -268,7 +308,7 @@ def partition_groups_in_one_call(
     for g, group in enumerate(groups):
         for i in range(len(group)):
             for j in range(i + 1, len(group)):
-                decision = lexical_decision(group[i], group[j])
+                decision = rule(group[i], group[j])
                 if decision is None:
                     undecided.append((g, i, j))
                 elif decision:
@@ -390,6 +430,8 @@ def fuse(
         return q * d
     if fusion is Fusion.ADDITIVE:
         return _zscore(q) + _zscore(d)
+    if fusion is Fusion.GDPO:
+        raise ValueError("fusion gdpo needs its weight and epsilon: rivals.separately_normalized")
     return q.copy()
 
 
@@ -456,6 +498,16 @@ class DarlingSettings:
     std_epsilon: float
     threshold: float
     judge_rounds: JudgeRounds  # WAVES: partition_groups; ONE: partition_groups_in_one_call
+    method: Method
+    k: int  # pass_at_k: the k of pass@k
+    outcome_coef: float  # outcome: the penalty per repeat of an answer, over n
+    diversity_weight: float  # fusion gdpo: w in z(q) + w z(d)
+
+    @property
+    def partitions(self) -> bool:
+        """Whether each group is cut into classes (of meaning, or of final answers for
+        method outcome), so the class metrics exist."""
+        return self.method is Method.OUTCOME or self.diversity is Diversity.SEMANTIC
 
 
 @dataclass(frozen=True)
@@ -528,21 +580,39 @@ def darling_batch(
     """Quality + responses + group ids -> DARLING rewards and advantages for a whole batch.
 
     known: verdicts judged before, (a, b) with a < b indexing `responses` -> P(similar)
-    (`partition_groups`' `known`); pairs across groups or outside the scope are ignored."""
+    (`partition_groups`' `known`); pairs across groups or outside the scope are ignored.
+
+    settings.method (docs/rivals.md): darling fuses quality and diversity; pass_at_k makes
+    the reward the analytic pass@k advantage (diversity and classes still computed, for the
+    metrics); outcome partitions each group by final answer with `judge` judging answers
+    (only exact duplicates decided without it) and adds `rivals.outcome_penalty` to the
+    quality. Every method's advantage is then `advantages` of its reward."""
     q = check_finite(quality, "quality")
     if not (len(responses) == q.size == len(group_ids)):
         raise ValueError(
             f"batch lengths differ: {len(responses)} responses, {q.size} quality, "
             f"{len(group_ids)} group ids"
         )
+    if settings.method is Method.PASS_AT_K:
+        _check_binary(q)
     groups = group_indices(group_ids)
     diversity = np.zeros(q.size)
-    reward = np.zeros(q.size)
     class_ids = np.full(q.size, -1, dtype=np.int64)
     num_classes: list[int] = []
     pairs_judged: list[int] = []
 
-    if settings.diversity == Diversity.NGRAM:
+    if settings.method is Method.OUTCOME:
+        texts = [[responses[i] for i in rows] for rows in groups]
+        if settings.judge_rounds == JudgeRounds.ONE:
+            parts = partition_groups_in_one_call(texts, judge, settings.threshold, same_text)
+        else:
+            parts = partition_groups(texts, judge, settings.threshold, rule=same_text)
+        for rows, part in zip(groups, parts, strict=True):
+            pairs_judged.append(part.pairs_judged)
+            num_classes.append(part.num_classes)
+            class_ids[rows] = part.class_ids
+            diversity[rows] = diversity_from_classes(part.class_ids, floor=settings.floor)
+    elif settings.diversity == Diversity.NGRAM:
         for rows in groups:
             diversity[rows] = ngram_diversity([responses[i] for i in rows], n=settings.ngram)
             num_classes.append(0)
@@ -564,10 +634,7 @@ def darling_batch(
     else:
         raise ValueError(f"unknown diversity {settings.diversity!r}: use 'semantic' or 'ngram'")
 
-    for rows in groups:
-        reward[rows] = fuse(
-            q[rows], diversity[rows], fusion=settings.fusion, quality_shift=settings.quality_shift
-        )
+    reward = _rewards(q, diversity, class_ids, groups, settings)
     adv = advantages(
         reward,
         group_ids,
@@ -586,3 +653,52 @@ def darling_batch(
         group_pairs_judged=pairs_judged,
         group_pairs_total=[len(rows) * (len(rows) - 1) // 2 for rows in groups],
     )
+
+
+def _check_binary(quality: np.ndarray) -> None:
+    """pass@k training counts correct responses: every quality must be 0 or 1."""
+    bad = np.flatnonzero((quality != 0.0) & (quality != 1.0))
+    if bad.size:
+        raise ValueError(
+            f"quality[{int(bad[0])}] is {quality[bad[0]]}: darling.method=pass_at_k needs binary "
+            "rewards (1 correct, 0 not), such as a verifier's; use method darling or outcome "
+            "for graded rewards (NeMo-RL: leave grpo.reward_scaling off)"
+        )
+
+
+def _rewards(
+    q: np.ndarray,
+    diversity: np.ndarray,
+    class_ids: np.ndarray,
+    groups: Sequence[np.ndarray],
+    settings: DarlingSettings,
+) -> np.ndarray:
+    """Each response's reward under `settings.method` (and fusion, for method darling)."""
+    reward = np.zeros(q.size)
+    for rows in groups:
+        if settings.method is Method.PASS_AT_K:
+            if settings.k > rows.size:
+                raise ValueError(
+                    f"darling.k={settings.k} but a group has {rows.size} responses: pass@k "
+                    "training needs k <= the group size"
+                )
+            reward[rows] = passk_advantages(q[rows] > 0, settings.k)
+        elif settings.method is Method.OUTCOME:
+            reward[rows] = q[rows] + outcome_penalty(class_ids[rows], settings.outcome_coef)
+        elif settings.fusion is Fusion.GDPO:
+            reward[rows] = separately_normalized(
+                q[rows],
+                diversity[rows],
+                diversity_weight=settings.diversity_weight,
+                epsilon=settings.std_epsilon,
+            )
+        else:
+            reward[rows] = fuse(
+                q[rows],
+                diversity[rows],
+                fusion=settings.fusion,
+                quality_shift=settings.quality_shift,
+            )
+    if settings.method is Method.DARLING and settings.fusion is Fusion.GDPO:
+        reward = whiten_batch(reward)
+    return reward

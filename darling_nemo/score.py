@@ -3,6 +3,7 @@
     darling-score groups.jsonl -o scored.jsonl
     darling-score groups.jsonl --judge embedding --judge-set threshold=0.8
     darling-score groups.jsonl --config conf/wildchat_llama8b_darling.yaml --set floor=0
+    darling-score groups.jsonl --set method=pass_at_k --set k=4   # a rival (docs/rivals.md)
 
 Each input line: {"prompt": str, "responses": [str, ...], "quality": [float, ...]} (other
 fields are kept). Each output line adds class_ids, diversity, reward, advantage (one per
@@ -28,7 +29,7 @@ from darling_nemo.config import (
     exits_on_config_error,
     load_config,
 )
-from darling_nemo.core import darling_batch
+from darling_nemo.core import Method, darling_batch
 from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import JudgeError, make_judge
 from darling_nemo.schema import DarlingConfig, JudgeConfig, validate_darling
@@ -76,7 +77,12 @@ def _check_group(row: dict[str, Any]) -> str | None:
 
 def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[str, Any]]:
     """Score groups in chunks so the judge sees the pairs of many groups per call."""
-    judge = make_judge(cfg.judge)
+    if cfg.method is Method.OUTCOME:  # classes of final answers, compared by math-verify
+        from darling_nemo.judges.answers import MathAnswerJudge
+
+        judge: Any = MathAnswerJudge()
+    else:
+        judge = make_judge(cfg.judge)
     settings = cfg.settings()
     scored = []
     for start in range(0, len(groups), GROUPS_PER_JUDGE_WAVE):
@@ -154,7 +160,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     total = sum(r["pairs_total"] for r in scored)
     print(
         f"darling-score: {len(scored)} groups, {judged}/{total} pairs judged "
-        f"(judge: {cfg.judge.kind})",
+        f"(judge: {'math-verify answers' if cfg.method is Method.OUTCOME else cfg.judge.kind})",
         file=sys.stderr,
     )
     return 0

@@ -174,7 +174,7 @@ def write_report(
     for name, per_seed in per_arm.items():
         rows[name] = {m: mean_and_std(per_seed, m) for m in [*metrics, "train_diversity_mean"]}
     table = format_table(rows, [*metrics, "train_diversity_mean"])
-    gaps = differences(per_arm, ["pass@1", "distinct_correct"])
+    gaps = differences(per_arm, cfg.differences)
     conditions = run_conditions()  # after training: the thread count the runs really used
     note = (
         f"Held-out targets {heldout}, {cfg.evaluation.num_samples} samples per prompt "

@@ -38,6 +38,9 @@ def test_recipe_config_loads_and_validates(path):
     cfg = load_config(path)
     assert cfg["engine"] == "nemo_rl"
     darling = validate_nemo_rl_config(cfg, reference=load_config(COMMON))
+    if path.stem in RIVALS:  # outcome exploration compares answers with math-verify instead
+        assert darling.calls_judge == (path.stem != "math_qwen3_4b_outcome")
+        return
     # the paper's setups serve the classifier on a node of its own; the one-node defaults of
     # the no-argument recipes judge in the driver
     assert darling.judge.kind == ("embedding" if "_1node_" in path.name else "served")
@@ -93,6 +96,35 @@ def flat(cfg, prefix=""):
             yield from flat(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", value
+
+
+# The rivals of DARLING (docs/rivals.md) beside conf/math_qwen3_4b_darling.yaml, and the
+# darling: keys each one changes.
+RIVALS = {
+    "math_qwen3_4b_passk": {"darling.method"},  # k: 4, written out, is common.yaml's
+    "math_qwen3_4b_outcome": {
+        "darling.method",  # outcome_coef: 0.5 likewise
+        "darling.judge.kind",  # no classifier: math-verify judges the answers
+        "darling.judge.endpoints",
+        "darling.judge.template",
+    },
+    "math_qwen3_4b_gdpo": {"darling.fusion"},
+}
+NAMES = {
+    "checkpointing.checkpoint_dir",
+    "logger.log_dir",
+    "logger.wandb.name",
+    "logger.mlflow.run_name",
+}
+
+
+@pytest.mark.parametrize("stem", RIVALS)
+def test_each_rival_differs_from_darling_only_in_its_darling_keys(stem):
+    darling = dict(flat(load_config(CONF / "math_qwen3_4b_darling.yaml")))
+    rival = dict(flat(load_config(CONF / f"{stem}.yaml")))
+    differ = {k for k in darling.keys() | rival.keys() if darling.get(k) != rival.get(k)}
+    assert differ - NAMES == RIVALS[stem]
+    assert all(stem in str(rival[name]) for name in NAMES)
 
 
 @pytest.mark.parametrize("stem", [s for s, _ in PAIRS])
@@ -204,6 +236,7 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "local/math_trl.yaml": (TrlRunConfig, []),
         "local/wildchat_trl.yaml": (TrlRunConfig, []),
         "mini/default.yaml": (MiniConfig, []),
+        "mini/rivals.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/minilm_biencoder_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/serve_8gpu.yaml": ("servers", ["model=/ckpt"]),

@@ -14,7 +14,16 @@ from helpers import REPO
 
 # Lowest first. A top-level module or sub-package of darling_nemo is named by its first part.
 LAYERS: list[set[str]] = [
-    {"__init__", "core", "validation_messages", "schema_keys", "jsonl", "resources", "resume"},
+    {  # the pure core (rivals: the rival methods' formulas, beside it)
+        "__init__",
+        "core",
+        "rivals",
+        "validation_messages",
+        "schema_keys",
+        "jsonl",
+        "resources",
+        "resume",
+    },
     {"schema", "metrics", "judge_stream"},  # the configs and the core's pure companions
     {"config"},  # YAML loading and the one error path of every command
     {"plan"},  # the memory plan and the architecture table (read by judges' cost model)

@@ -49,6 +49,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from darling_nemo.core import Method
 from darling_nemo.judges import make_judge
 from darling_nemo.nemo_rl.checks import (
     STREAM_ON,
@@ -192,6 +193,17 @@ def _off_the_critical_path(
     return overlapped, streaming
 
 
+def reward_judge(darling: DarlingConfig) -> Any:
+    """The judge the reward transform asks: math-verify's judge of final answers for
+    darling.method=outcome (the math task; checks.py refuses it with a reward model),
+    darling.judge where the section calls it, else None (lexical rules alone)."""
+    if darling.method is Method.OUTCOME:
+        from darling_nemo.judges.answers import MathAnswerJudge
+
+        return MathAnswerJudge()
+    return make_judge(darling.judge) if darling.calls_judge else None
+
+
 @contextmanager
 def darling_rewards(
     master_config: dict[str, Any], policy: Any = None, darling: DarlingConfig | None = None
@@ -216,8 +228,7 @@ def darling_rewards(
     original = grpo.scale_rewards
     if getattr(original, "_darling_wrapped", False):
         raise RuntimeError("the DARLING reward hook is already installed")
-    judge = make_judge(darling.judge) if darling.calls_judge else None
-    transform = DarlingRewardTransform(darling, judge)
+    transform = DarlingRewardTransform(darling, reward_judge(darling))
     original_timer = grpo.Timer
     step_timers: list[Any] = []
 

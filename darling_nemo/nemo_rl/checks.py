@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from darling_nemo.core import Baseline, Diversity, JudgeRounds, PartitionScope
+from darling_nemo.core import Baseline, Diversity, JudgeRounds, Method, PartitionScope
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems, validate_darling
 
 
@@ -170,7 +170,35 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
             f"grpo.num_generations_per_prompt={generations}: diversity and a group baseline "
             "need at least 2 responses per prompt."
         )
-    return problems + unsupported_features(cfg, darling)
+    return problems + method_problems(cfg, darling) + unsupported_features(cfg, darling)
+
+
+def method_problems(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
+    """Where `darling.method` cannot work with this NeMo-RL config, naming the keys."""
+    if darling.method is Method.DARLING:
+        return []
+    problems = []
+    method = f"darling.method={darling.method.value}"
+    found, reward_model = _lookup(cfg, "env.reward_model.enabled")
+    if found and reward_model:
+        needs = "binary rewards" if darling.method is Method.PASS_AT_K else "final answers"
+        problems.append(
+            f"{method} needs {needs}; env.reward_model.enabled=true scores with a reward "
+            "model (graded, no final answer): use darling.method=darling"
+        )
+    found, scaling = _lookup(cfg, "grpo.reward_scaling.enabled")
+    if darling.method is Method.PASS_AT_K and found and scaling:
+        problems.append(
+            f"grpo.reward_scaling.enabled=true with {method}: pass@k training counts the "
+            "math verifier's 1 (correct) and 0; set grpo.reward_scaling.enabled=false"
+        )
+    found, generations = _lookup(cfg, "grpo.num_generations_per_prompt")
+    if darling.method is Method.PASS_AT_K and found and darling.k > generations:
+        problems.append(
+            f"darling.k={darling.k} is more than grpo.num_generations_per_prompt="
+            f"{generations}: pass@k training needs k <= the responses per prompt"
+        )
+    return problems
 
 
 def unsupported_features(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
@@ -249,7 +277,9 @@ def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
             "policy.generation.vllm_cfg.async_engine is not true (the synchronous engine "
             "returns every response of the step at once)"
         )
-    if darling.diversity is not Diversity.SEMANTIC or darling.judge.kind == "lexical":
+    if darling.method is Method.OUTCOME:
+        reasons.append("darling.method=outcome judges final answers once the rollout is done")
+    elif darling.diversity is not Diversity.SEMANTIC or darling.judge.kind == "lexical":
         reasons.append("no pair model to call (darling.diversity / darling.judge.kind)")
     if darling.partition_scope is not PartitionScope.ALL:
         reasons.append(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from darling_nemo.core import DarlingBatch, Diversity, PairJudge, darling_batch
+from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.judge_stream import JudgeStream, StreamedVerdicts
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
 from darling_nemo.schema import DarlingConfig
@@ -185,7 +185,7 @@ class DarlingRewardTransform:
             return {}
         out = darling_step_metrics(
             self._batches,
-            semantic=self.settings.diversity == Diversity.SEMANTIC,
+            semantic=self.settings.partitions,
             seconds=self._seconds,
             judge=usage_since(self._judge_before, judge_usage(self.judge)),
         )

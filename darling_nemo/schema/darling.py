@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from darling_nemo.core import (
     Baseline,
@@ -16,6 +16,7 @@ from darling_nemo.core import (
     Diversity,
     Fusion,
     JudgeRounds,
+    Method,
     PartitionScope,
     QualityShift,
 )
@@ -27,6 +28,15 @@ class DarlingConfig(Strict):
     """How rewards become DARLING rewards and advantages. See docs/fidelity.md."""
 
     enabled: bool = True  # false = plain GRPO rewards (quality only) through the same path
+    # darling: fused quality and diversity. The rivals (docs/rivals.md): pass_at_k, the
+    # analytic pass@k advantage (binary rewards); outcome, quality minus a penalty for each
+    # repeat of a final answer in the group (needs answer extraction: math, the dice task).
+    method: Method = Method.DARLING
+    k: int = Field(4, ge=1)  # method pass_at_k: the k of pass@k; at most the group size
+    # method outcome: reward = quality - outcome_coef * (other responses with the same
+    # answer) / n. Not checked against the paper's text (rivals.outcome_penalty).
+    outcome_coef: float = Field(0.5, ge=0.0)
+    diversity_weight: float = Field(1.0, ge=0.0)  # fusion gdpo: z(q) + diversity_weight z(d)
     diversity: Diversity = Diversity.SEMANTIC
     ngram: int = Field(4, ge=1)
     floor: float = Field(0.1, ge=0.0, le=1.0)  # reference floor; 0 allowed (paper formula)
@@ -51,11 +61,51 @@ class DarlingConfig(Strict):
     # scope all and judge_rounds waves; otherwise (printed) the judge waits for the rollout.
     judge_during_generation: bool = True
 
+    @model_validator(mode="after")
+    def _method_applies(self) -> DarlingConfig:
+        """Refuse settings a method cannot honour, naming the keys (one message each)."""
+        problems = []
+        if self.method is not Method.DARLING:
+            if not self.enabled:
+                problems.append(
+                    f"enabled=false is plain GRPO, but method={self.method.value}: set "
+                    "enabled=true (or leave method unset for GRPO)"
+                )
+            if self.fusion is not Fusion.MULTIPLICATIVE:
+                problems.append(
+                    f"fusion={self.fusion.value} applies to method darling only, not "
+                    f"method={self.method.value}"
+                )
+        if self.method is Method.OUTCOME and self.partition_scope is not PartitionScope.ALL:
+            problems.append(
+                "partition_scope=correct applies to method darling: outcome exploration "
+                "counts repeats among every response's answer"
+            )
+        already_normalised = self.method is Method.PASS_AT_K or (
+            self.method is Method.DARLING and self.enabled and self.fusion is Fusion.GDPO
+        )
+        what = "method=pass_at_k" if self.method is Method.PASS_AT_K else "fusion=gdpo"
+        if already_normalised and self.normalize_std:
+            problems.append(
+                f"normalize_std=true with {what}: its advantages are normalised already; "
+                "set normalize_std=false (NeMo-RL: grpo.normalize_rewards=false)"
+            )
+        if already_normalised and self.baseline is not Baseline.MEAN:
+            problems.append(
+                f"baseline={self.baseline.value} with {what}: its advantages have mean 0 per "
+                "group already and a leave-one-out baseline would rescale them; set "
+                "baseline=mean"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     @property
     def calls_judge(self) -> bool:
-        """Whether the pair judge is ever asked (the ngram ablation never asks it): only then
-        is a judge built and a served judge probed."""
-        return self.diversity == Diversity.SEMANTIC
+        """Whether the pair judge (darling.judge) is ever asked (the ngram ablation never
+        asks it; outcome exploration asks the task's answer judge instead): only then is a
+        judge built and a served judge probed."""
+        return self.diversity == Diversity.SEMANTIC and self.method is not Method.OUTCOME
 
     def settings(self) -> DarlingSettings:
         """The plain-value knobs the pure core takes."""
@@ -71,6 +121,10 @@ class DarlingConfig(Strict):
             std_epsilon=self.std_epsilon,
             threshold=self.judge.threshold,
             judge_rounds=self.judge_rounds,
+            method=self.method,
+            k=self.k,
+            outcome_coef=self.outcome_coef,
+            diversity_weight=self.diversity_weight,
         )
 
 

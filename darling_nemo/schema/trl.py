@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from darling_nemo.core import Method
 from darling_nemo.schema.base import Strict
 from darling_nemo.schema.darling import DarlingConfig
 
@@ -197,6 +198,27 @@ def check_digit_sum_judge(task: TaskConfig, darling: DarlingConfig, key: str) ->
         )
 
 
+def check_method_fits(task: TaskConfig, darling: DarlingConfig, group_size: int, key: str) -> None:
+    """Refuse a `darling.method` the task or the group size cannot serve, naming `key`."""
+    if darling.method is Method.DARLING:
+        return
+    if task.kind == "chat":
+        needs = (
+            "binary rewards (a verifier's)"
+            if darling.method is Method.PASS_AT_K
+            else "final answers to compare"
+        )
+        raise ValueError(
+            f"{key}.method={darling.method.value} needs {needs}; task.kind=chat has graded "
+            "scores and no final answer: use method darling"
+        )
+    if darling.method is Method.PASS_AT_K and darling.k > group_size:
+        raise ValueError(
+            f"{key}.k={darling.k} is more than trainer.group_size={group_size}: pass@k "
+            "training needs k <= the responses per prompt"
+        )
+
+
 class TrlRunConfig(TrlSharedConfig):
     """A whole single-node run: `recipes/darling_*.py` with `engine: trl` validates this."""
 
@@ -211,6 +233,7 @@ class TrlRunConfig(TrlSharedConfig):
     @model_validator(mode="after")
     def _digit_sum_has_its_own_judge(self) -> TrlRunConfig:
         check_digit_sum_judge(self.task, self.darling, "darling.judge")
+        check_method_fits(self.task, self.darling, self.trainer.group_size, "darling")
         return self
 
 
@@ -241,11 +264,22 @@ class MiniConfig(TrlSharedConfig):
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
     # name -> darling: section; every other setting is shared. The first arm is the baseline.
     arms: dict[str, DarlingConfig] = Field(min_length=1)
+    # the metrics whose per-seed differences to the first arm (paired 95% t-interval) the
+    # report lists: pass@<k> for a k of evaluation.pass_at_k, distinct_correct, distinct_all
+    differences: list[str] = Field(
+        default_factory=lambda: ["pass@1", "distinct_correct"], min_length=1
+    )
 
     @model_validator(mode="after")
     def _arms_leave_the_judge_to_the_task(self) -> MiniConfig:
         for name, darling in self.arms.items():
             check_digit_sum_judge(self.task, darling, f"arms.{name}.judge")
+            check_method_fits(self.task, darling, self.trainer.group_size, f"arms.{name}")
+        measured = [f"pass@{k}" for k in self.evaluation.pass_at_k]
+        measured += ["distinct_correct", "distinct_all"]
+        unknown = [key for key in self.differences if key not in measured]
+        if unknown:
+            raise ValueError(f"differences: {unknown} not measured; choose from {measured}")
         return self
 
     def seed_dir(self, seed: int) -> Path:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from darling_nemo.core import DarlingBatch, Diversity, PairJudge, darling_batch
+from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.metrics import (
     TimedJudge,
     darling_step_metrics,
@@ -173,7 +173,7 @@ class DarlingReward:
         batch = darling_batch(texts, quality, group_ids, self.judge, self.settings)
         step_metrics = darling_step_metrics(
             [(batch, group_ids)],
-            semantic=self.settings.diversity == Diversity.SEMANTIC,
+            semantic=self.settings.partitions,
             seconds=time.perf_counter() - started,
             judge=usage_since(judge_before, judge_usage(self.judge)),
         )

@@ -2,7 +2,9 @@
 
 Three tasks (`task.kind`): the miniature's dice (`digit_sum`, its own multiset judge),
 verifiable math from a JSONL file (math-verify), and open-ended chat prompts scored by a
-reward model (or a length stand-in for smoke runs). Quality functions are TRL-style reward
+reward model (or a length stand-in for smoke runs). With `darling.method: outcome` the judge
+compares final answers: the dice task's multiset judge already does, math gets math-verify's
+(judges/answers.py); chat has no final answers (refused by the schema). Quality functions are TRL-style reward
 functions, `(prompts=..., completions=..., **dataset columns) -> floats`; `DarlingReward`
 turns them into DARLING advantages. Torch-free at import: the reward model loads torch
 when it is built.
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from darling_nemo.core import PairJudge
+from darling_nemo.core import Method, PairJudge
 from darling_nemo.jsonl import read_jsonl
 from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.schema import (
@@ -193,6 +195,10 @@ def build_task(cfg: TrlRunConfig) -> Task:
                 "add prompts or lower task.heldout_prompts"
             )
         words = prompt_words([*rows, *({"prompt": r["answer"]} for r in rows)])
+        if cfg.darling.method is Method.OUTCOME:  # classes of final answers
+            from darling_nemo.judges.answers import MathAnswerJudge
+
+            return Task(rows[:split], rows[split:], math_verify_quality, MathAnswerJudge(), words)
         return Task(rows[:split], rows[split:], math_verify_quality, judge(), words)
 
     assert isinstance(task, ChatTaskConfig)

@@ -137,3 +137,28 @@ def test_the_docs_example_where_the_semantic_judge_decides(tmp_path):
     (row,) = rows
     assert row["class_ids"] == [0, 0, 1, 2]
     assert (row["pairs_judged"], row["pairs_total"], row["num_classes"]) == (6, 6, 3)
+
+
+def test_the_rivals_through_darling_score(tmp_path, capsys):
+    # "so \boxed{2}" and "thus \boxed{2}" are one answer to math-verify, "\boxed{3}" another,
+    # "no" has none (its own class). outcome, coef 1, n = 4: the two 2s each have one repeat:
+    # reward 1 - 1/4 = 0.75, 0.75, 0, 0; mean 0.375 -> advantage .375, .375, -.375, -.375.
+    src = write_jsonl(
+        tmp_path / "g.jsonl",
+        [
+            {
+                "responses": ["so \\boxed{2}", "thus \\boxed{2}", "\\boxed{3}", "no"],
+                "quality": [1, 1, 0, 0],
+            }
+        ],
+    )
+    _, (row,) = run([str(src), "--set", "method=outcome", "--set", "outcome_coef=1"])
+    assert row["class_ids"] == [0, 0, 1, 2]
+    assert row["advantage"] == pytest.approx([0.375, 0.375, -0.375, -0.375])
+    assert "judge: math-verify answers" in capsys.readouterr().err
+    # pass@k, n=4, c=2, k=2: +-1/sqrt(5) (tests/core/test_rivals.py works it out)
+    _, (row,) = run([str(src), "--set", "method=pass_at_k", "--set", "k=2"])
+    assert row["advantage"] == pytest.approx([5**-0.5, 5**-0.5, -(5**-0.5), -(5**-0.5)])
+    # k above the group: one line naming the key, exit 2
+    assert main([str(src), "--set", "method=pass_at_k", "--set", "k=9"]) == 2
+    assert "darling.k=9 but a group has 4 responses" in capsys.readouterr().err

@@ -27,6 +27,9 @@ NEMO_RL_CONFIGS = sorted(
 )
 
 
+RUN_1_ONLY = ("_grpo.yaml", "_passk.yaml", "_outcome.yaml", "_gdpo.yaml")
+
+
 def recipe_for(config: str) -> str:
     wildchat = load_config(REPO / config)["env"]["reward_model"]["enabled"]
     return "recipes/darling_wildchat.py" if wildchat else "recipes/darling_math.py"
@@ -53,8 +56,9 @@ def shrunk(config: str) -> dict:
 
 
 def test_every_nemo_rl_config_is_rehearsed():
-    # the 8 paper configs and the 2 one-node defaults of the no-argument recipes
-    assert len(NEMO_RL_CONFIGS) == 10
+    # the 8 paper configs, the 2 one-node defaults of the no-argument recipes and the 3
+    # rivals of math_qwen3_4b_darling (docs/rivals.md)
+    assert len(NEMO_RL_CONFIGS) == 13
 
 
 @pytest.mark.parametrize("config", NEMO_RL_CONFIGS)
@@ -165,11 +169,12 @@ def in_process(config: str, overrides: list[str], **rehearse_args) -> tuple[int,
 @pytest.mark.parametrize("config", NEMO_RL_CONFIGS)
 def test_rehearsal_passes(config):
     # The GRPO baselines differ from their DARLING twins in two keys (base/grpo_baseline.yaml)
-    # and share their checkpoint and resume path, and 70B's resume is the 8B's path on a
-    # larger layout: CI rehearses their run 1 only, which keeps the NeMo-RL part of CI within
-    # its time on 2 cores. `--rehearse` by hand runs both (docs/rehearsal.md).
+    # and share their checkpoint and resume path, the rivals (passk, outcome, gdpo) differ
+    # from math_qwen3_4b_darling in their darling: keys only, and 70B's resume is the 8B's
+    # path on a larger layout: CI rehearses their run 1 only, which keeps the NeMo-RL part
+    # of CI within its time on 2 cores. `--rehearse` by hand runs both (docs/rehearsal.md).
     pytest.importorskip("nemo_rl")
-    run_1_only = config.endswith("_grpo.yaml") or "llama70b" in config
+    run_1_only = config.endswith(RUN_1_ONLY) or "llama70b" in config
     if run_1_only:
         rc, out, wall = in_process(config, [], runs=1)
     else:

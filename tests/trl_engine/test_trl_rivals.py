@@ -1,0 +1,286 @@
+"""The rival methods through the TRL engine (`darling.method`, `fusion: gdpo`): the adapter
+returns the core's advantage, which TRL's own baseline leaves unchanged; one real TRL step
+trains on it; both engines log the same darling/* metrics; configs a method cannot serve are
+refused by key."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from darling_nemo.core import darling_batch
+from darling_nemo.mini.task import multiset_judge
+from darling_nemo.schema import ConfigError, MiniConfig, validate_darling, validate_section
+from darling_nemo.trl.reward import DarlingReward
+
+METHODS = {
+    "pass_at_k": {"method": "pass_at_k", "k": 2},
+    "outcome": {"method": "outcome", "outcome_coef": 1.0},
+    "gdpo": {"fusion": "gdpo"},
+}
+
+# Two dice prompts, 4 answers each. p: "1 2 3 4 5 6" twice and a shuffle of it (one multiset),
+# and "6 6 6 1 1 1"; q: four different multisets.
+DICE = [
+    "1 2 3 4 5 6", "1 2 3 4 5 6", "6 5 4 3 2 1", "6 6 6 1 1 1",
+    "1 1 1 1 1 6", "2 2 2 2 2 1", "3 3 3 1 1 2", "4 4 1 1 1 2",
+]  # fmt: skip
+QUALITY = [1, 1, 1, 0, 0, 1, 0, 0]
+PROMPTS = ["p"] * 4 + ["q"] * 4
+
+
+def constant_quality(values):
+    def quality(prompts, completions, **kwargs):
+        return list(values)
+
+    return quality
+
+
+def test_outcome_through_the_adapter_by_hand():
+    # p: answers {0,1,2} one multiset (3 members: 2 repeats each), {3} alone; coef 1, n = 4:
+    #   reward 1 - 2/4, 1 - 2/4, 1 - 2/4, 0 = .5, .5, .5, 0; mean .375 -> .125 x3, -.375.
+    # q: four multisets, no repeats: reward = quality 0, 1, 0, 0; mean .25 -> -.25, .75, ...
+    darling = validate_darling(METHODS["outcome"])
+    reward = DarlingReward(constant_quality(QUALITY), darling, 4, judge=multiset_judge)
+    out = reward(PROMPTS, DICE)
+    np.testing.assert_allclose(out, [0.125, 0.125, 0.125, -0.375, -0.25, 0.75, -0.25, -0.25])
+    assert reward.last_batch.num_classes == [2, 4]
+
+
+def test_pass_at_k_through_the_adapter_by_hand():
+    # p: n=4, c=3, k=2: n - c = 1 < k, every pair holds a correct answer: degenerate, 0.
+    # q: n=4, c=1, k=2: rho = 1 - C(3,2)/C(4,2) = 1/2, sigma 1/2; correct (1/2)/(1/2) = 1;
+    #   tail C(2,1)/C(3,1) = 2/3, incorrect (1/2 - 2/3)/(1/2) = -1/3.
+    darling = validate_darling(METHODS["pass_at_k"])
+    reward = DarlingReward(constant_quality(QUALITY), darling, 4, judge=multiset_judge)
+    np.testing.assert_allclose(reward(PROMPTS, DICE), [0, 0, 0, 0, -1 / 3, 1, -1 / 3, -1 / 3])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_adapter_returns_the_core_advantage_and_trls_baseline_keeps_it(method):
+    darling = validate_darling(METHODS[method])
+    reward = DarlingReward(constant_quality(QUALITY), darling, 4, judge=multiset_judge)
+    out = np.asarray(reward(PROMPTS, DICE))
+    core = darling_batch(DICE, QUALITY, [0] * 4 + [1] * 4, multiset_judge, darling.settings())
+    np.testing.assert_allclose(out, core.advantage)
+    # TRL with scale_rewards="none": A = r - mean_group(r), which changes nothing here.
+    trl_view = out - out.reshape(2, 4).mean(axis=1).repeat(4)
+    np.testing.assert_allclose(trl_view, out, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_both_engines_log_the_same_metrics_for_every_method(method):
+    from darling_nemo.nemo_rl.transform import DarlingRewardTransform
+
+    darling = validate_darling(METHODS[method])
+    logged: dict[str, float] = {}
+    DarlingReward(constant_quality(QUALITY), darling, 4, judge=multiset_judge)(
+        PROMPTS, DICE, log_metric=logged.__setitem__
+    )
+    transform = DarlingRewardTransform(darling, multiset_judge)
+    ids = [torch.tensor([1])] * 4 + [torch.tensor([2])] * 4
+    transform.apply(
+        {
+            "message_log": [
+                [
+                    {"role": "user", "content": "", "token_ids": i},
+                    {"role": "assistant", "content": t, "token_ids": torch.tensor([0])},
+                ]
+                for i, t in zip(ids, DICE, strict=True)
+            ],
+            "total_reward": torch.tensor(QUALITY, dtype=torch.float32),
+        }
+    )
+    nemo = {f"darling/{k}": v for k, v in transform.pop_metrics().items()}
+    timings = {"darling/seconds", "darling/judge_seconds"}
+    assert set(logged) == set(nemo)
+    assert {k: v for k, v in logged.items() if k not in timings} == pytest.approx(
+        {k: v for k, v in nemo.items() if k not in timings}
+    )
+    # every method partitions here (the multiset judge): classes p 2, q 4
+    assert logged["darling/classes_per_group"] == 3.0
+
+
+def test_a_real_trl_step_trains_on_the_pass_at_k_advantage(tmp_path, monkeypatch):
+    """One GRPOTrainer step with method pass_at_k: TRL's logged advantages are the core's."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(1)
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from darling_nemo.trl.policy import build_policy
+    from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
+    from darling_nemo.trl.tasks import Task
+
+    cfg = validate_trl_config(
+        {
+            "engine": "trl",
+            "output_dir": str(tmp_path),
+            "task": {"kind": "digit_sum"},
+            "darling": {"method": "pass_at_k", "k": 2},
+            "trainer": {
+                "max_steps": 1,
+                "prompts_per_step": 2,
+                "group_size": 4,
+                "max_completion_length": 8,
+            },
+            "logging": {"report_to": [], "progress_bar": False},
+        }
+    )
+
+    def one_in_four(prompts, completions, **_):  # binary: 1 correct of each 4 (c=1, k=2)
+        return [float(i % 4 == 0) for i in range(len(completions))]
+
+    rows = [{"prompt": "a b"}, {"prompt": "c d"}]
+    task = Task(rows, [], one_in_four, judge=None, word_vocabulary=["a", "b", "c", "d", "e"])
+    model, tokenizer = build_policy(cfg, task, tmp_path)
+    reward = DarlingReward(task.quality, cfg.darling, 4, judge=None)
+    with warnings.catch_warnings(), upstream_deprecations_silenced():
+        warnings.simplefilter("ignore", FutureWarning)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[reward],
+            args=grpo_args(cfg, tmp_path),
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+        )
+        reward.check_trainer_args(trainer.args, trainer.reward_funcs)
+        trainer.train()
+    seen_by_trl = np.asarray(list(trainer._logs["advantages"]))
+    np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
+    assert set(reward.last_batch.quality.tolist()) <= {0.0, 1.0}
+    assert np.abs(reward.last_batch.advantage).sum() > 0  # a group that was not degenerate
+
+
+# ------------------------------------------------------------------------- refusals by key
+
+
+def trl_config(task, darling, group_size=4):
+    from darling_nemo.trl.run import validate_trl_config
+
+    return validate_trl_config(
+        {"engine": "trl", "task": task, "darling": darling, "trainer": {"group_size": group_size}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("task", "darling", "named"),
+    [
+        ({"kind": "chat", "data_path": "x.jsonl"}, {"method": "outcome"}, "darling.method=outcome"),
+        ({"kind": "chat", "data_path": "x.jsonl"}, {"method": "pass_at_k"}, "binary rewards"),
+        ({"kind": "digit_sum"}, {"method": "pass_at_k", "k": 5}, "darling.k=5 is more than"),
+    ],
+)
+def test_a_method_the_task_cannot_serve_is_refused_by_key(task, darling, named):
+    with pytest.raises(ConfigError, match=named):
+        trl_config(task, darling)
+
+
+def test_a_mini_arm_with_k_above_the_group_is_refused_by_arm():
+    with pytest.raises(ConfigError, match=r"arms\.passk\.k=16 is more than trainer.group_size=8"):
+        validate_section(
+            MiniConfig,
+            {
+                "task": {"kind": "digit_sum"},
+                "trainer": {"group_size": 8},
+                "arms": {"grpo": {"enabled": False}, "passk": {"method": "pass_at_k", "k": 16}},
+            },
+        )
+
+
+def test_math_outcome_runs_judge_final_answers_with_math_verify(tmp_path):
+    from darling_nemo.judges.answers import MathAnswerJudge
+    from darling_nemo.trl.tasks import build_task
+
+    data = tmp_path / "math.jsonl"
+    data.write_text('{"question": "1+1?", "answer": "2"}\n{"question": "2+2?", "answer": "4"}\n')
+    cfg = trl_config({"kind": "math", "data_path": str(data)}, {"method": "outcome"})
+    task = build_task(cfg)
+    assert isinstance(task.judge, MathAnswerJudge)
+    # "1/2" and "0.5" are one answer to math-verify; a response without one is its own class
+    texts = ["so \\boxed{1/2}", "hence \\boxed{0.5}", "\\boxed{3}", "I do not know"]
+    batch = darling_batch(texts, [1, 1, 0, 0], [0] * 4, task.judge, cfg.darling.settings())
+    assert batch.class_ids.tolist() == [0, 0, 1, 2]
+    # sympy compares distinct answer strings once each: 1/2~0.5, 1/2~3, 0.5~3 at most
+    assert task.judge.stats["comparisons"] <= 3 and task.judge.stats["no_answer"] >= 2
+    # the same answer written alike is one answer without any comparison
+    assert task.judge([("x \\boxed{7}", "y \\boxed{7}")]) == [1.0]
+
+
+# ------------------------------------------------------------------------- the miniature
+
+
+def test_the_rivals_miniature_shares_everything_but_its_arms_with_the_main_job():
+    from helpers import REPO
+
+    from darling_nemo.config import load_config
+
+    default = load_config(REPO / "conf" / "mini" / "default.yaml")
+    rivals = load_config(REPO / "conf" / "mini" / "rivals.yaml")
+    shared = set(default) - {"arms", "output_dir"}
+    assert {k: rivals[k] for k in shared} == {k: default[k] for k in shared}
+    # the main job's arms first, unchanged (GRPO stays the baseline of the differences)
+    assert list(rivals["arms"])[:3] == list(default["arms"])
+    assert {k: rivals["arms"][k] for k in default["arms"]} == default["arms"]
+    assert list(rivals["arms"])[3:] == ["pass_at_k", "outcome", "darling_gdpo"]
+    assert rivals["output_dir"] != default["output_dir"]  # the main job's report stays its own
+
+
+def test_differences_must_name_a_measured_metric():
+    with pytest.raises(ConfigError, match=r"differences: \['pass@8'\] not measured"):
+        validate_section(
+            MiniConfig,
+            {"task": {"kind": "digit_sum"}, "arms": {"a": {}}, "differences": ["pass@8"]},
+        )
+
+
+def test_the_rivals_miniature_end_to_end_at_toy_scale(tmp_path, capsys, monkeypatch):
+    """`recipes/darling_mini.py --config conf/mini/rivals.yaml` at toy scale: every arm
+    trains and is evaluated, one table, the paired differences to GRPO, the figures."""
+    import importlib.util
+
+    from helpers import REPO
+
+    from darling_nemo.mini.reproducibility import PORTABLE_KERNELS
+
+    for name in PORTABLE_KERNELS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = importlib.util.spec_from_file_location("mini", REPO / "recipes" / "darling_mini.py")
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    result = recipe.main(
+        [
+            "--config",
+            str(REPO / "conf" / "mini" / "rivals.yaml"),
+            f"output_dir={tmp_path}",
+            "seeds=[3]",
+            "warm_start.steps=5",
+            "trainer.max_steps=2",
+            "evaluation.num_samples=4",
+            "evaluation.pass_at_k=[1,4]",
+            "differences=[pass@1,pass@4,distinct_correct,distinct_all]",
+            "logging.report_to=[]",
+            "logging.progress_bar=false",
+        ]
+    )
+    arms = ["grpo", "grpo_no_std", "darling", "pass_at_k", "outcome", "darling_gdpo"]
+    assert list(result["arms"]) == arms
+    table = capsys.readouterr().out
+    for arm in arms[1:]:
+        assert f"| {arm} |" in table
+        assert f"distinct_all: {arm} - grpo" in table
+    for file in ("comparison.md", "curves.png", "pass_at_k.png"):
+        assert (tmp_path / file).stat().st_size > 0
+
+
+def test_the_cost_benchmark_times_every_method(capsys):
+    from darling_nemo.bench.rivals import METHODS, main
+
+    medians = main(["--prompts", "2", "--repeats", "1"])
+    assert list(medians) == list(METHODS) and all(s >= 0 for s in medians.values())
+    out = capsys.readouterr().out
+    assert "2 prompts x 8 responses" in out and "| outcome (math-verify answers) |" in out
