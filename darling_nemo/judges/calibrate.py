@@ -2,7 +2,7 @@
 
 Two stages, so the fit is cheap and reproducible without torch:
 
-1. features (`--recompute`; ~4 min on 2 CPU cores for the shipped 1,000 pairs): every
+1. features (`--recompute`; 1.5 min on 2 idle CPU cores for the shipped 1,000 pairs): every
    feature of judges/calibrated.py for every labelled pair, computed by the judge's own
    code path (`EmbeddingJudge.features`) and the prompt-conditioned cosine beside it,
    written to a feature table (JSONL, 6 decimals).
@@ -13,7 +13,7 @@ Without arguments it refits the shipped file from the shipped table and writes i
 `--check` compares instead of writing and exits 1 on any difference, so
 `python -m darling_nemo.judges.calibrate --check` proves the shipped file is the fit of the
 shipped table, and `--recompute --check` that the table is the shipped MiniLM's features of
-the shipped pairs (embeddings depend on the torch build: equal here to 6 decimals).
+the shipped pairs (embeddings depend on the torch build and the CPU; identical here).
 """
 
 from __future__ import annotations
