@@ -5,7 +5,8 @@
 
 Each run's checkpoint (step latest, or --step N) is exported to step_N/hf (cached) and
 verified, then evaluated with the task's eval configs (math: conf/eval/math.yaml; wildchat:
-conf/eval/noveltybench.yaml and conf/eval/creative.yaml, the paper's settings): --eval
+conf/eval/noveltybench.yaml and conf/eval/creative.yaml, the paper's settings, NoveltyBench
+as its leaderboard runs it unless --set noveltybench:mode=darling): --eval
 NAME=CONFIG replaces one, --set NAME:KEY=VALUE overrides a key of one (e.g.
 --set creative:judge.base_url=http://host:8000/v1). Writes OUT/RUN-step_N/<eval>/ (each
 evaluation's samples and summary.json) and OUT/report/ (report.md: the runs with their

@@ -6,7 +6,9 @@
 Stage 1 samples 10 generations per prompt (generations.jsonl); stage 2 partitions them
 greedily with the judge and rates them with the reward model (scores.jsonl); summary.json
 holds the means. On GPUs run `stage=generate` and then `stage=score` as two commands so
-vLLM's memory is free before the reward model loads. Rerun to resume.
+vLLM's memory is free before the reward model loads. Rerun to resume. `mode=upstream` (the
+default) scores as the public leaderboard does, `mode=darling` as the DARLING paper's fork
+(docs/noveltybench-modes.md).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generations written to {cfg.output_dir}/generations.jsonl; now run stage=score")
         return 0
     print(markdown_table([summary]))
+    print(f"note: {summary['mode_note']}")
     if not summary["judge"]["is_reference"]:
         print(f"note: {summary['judge']['note']}")
     print(f"summary: {cfg.output_dir}/summary.json")

@@ -44,6 +44,8 @@ def test_recipe_config_loads_and_validates(path):
     # the paper's setups serve the classifier on a node of its own; the one-node defaults of
     # the no-argument recipes judge in the driver
     assert darling.judge.kind == ("embedding" if "_1node_" in path.name else "served")
+    if darling.judge.kind == "embedding":  # the calibrated judge over the shipped MiniLM
+        assert darling.judge.head == "calibrated" and darling.judge.model is None
 
 
 @pytest.mark.parametrize("path", RECIPE_CONFIGS, ids=lambda p: p.name)

@@ -12,8 +12,8 @@ concurrent requests as vLLM does), started here and stopped at the end.
 
 Part 2, judged pairs per group on NoveltyBench-style groups of 8: each class is seeded by a
 real response and filled with near-duplicates of it (a sentence dropped, two sentences
-swapped, a verbatim copy); the judge is the embedding judge (shipped MiniLM) at its default
-threshold. The wave partition (`core.partition_groups`) vs all n(n-1)/2 pairs (reference),
+swapped, a verbatim copy); the judge is the shipped MiniLM's cosine head at 0.89 (the
+embedding judge's default before the calibrated head; docs/judges.md's figures). The wave partition (`core.partition_groups`) vs all n(n-1)/2 pairs (reference),
 with the classes each finds. "after lexical": pairs left once exact copies and short
 answers are settled without a model (the reference sends those to the classifier too).
 """
@@ -199,8 +199,9 @@ def measure_pair_rates(
 
 def print_judged_pairs_per_group(seeds: list[str], groups_per_row: int, rng: random.Random) -> None:
     """Part 2: how many pairs the wave partition judges per group of 8, by group structure."""
-    judge = make_judge(EmbeddingJudgeConfig())
-    threshold = EmbeddingJudgeConfig().threshold
+    cosine = EmbeddingJudgeConfig(head="cosine")  # the head docs/judges.md's figures used
+    judge = make_judge(cosine)
+    threshold = cosine.threshold
     structures = {
         "1 class (8)": [8],
         "2 classes (4+4)": [4, 4],
@@ -209,8 +210,8 @@ def print_judged_pairs_per_group(seeds: list[str], groups_per_row: int, rng: ran
         "8 distinct": [1] * 8,
     }
     print(
-        f"\nPart 2: judged pairs per group of 8 ({groups_per_row} groups per row), embedding "
-        f"judge at {threshold}\n"
+        f"\nPart 2: judged pairs per group of 8 ({groups_per_row} groups per row), MiniLM "
+        f"cosine at {threshold}\n"
         f"{'built as':<20} {'all pairs':>9} {'after lexical':>13} {'judged(wave)':>12} "
         f"{'ratio':>6} {'classes(wave)':>14} {'classes(all)':>13} {'same':>5}"
     )

@@ -215,7 +215,10 @@ class BiEncoderTraining(PairTraining):
 
         tuned = EmbeddingJudge(
             EmbeddingJudgeConfig(
-                model=str(out_dir), batch_size=self.cfg.eval_batch_size, device=self.cfg.device
+                model=str(out_dir),
+                head="cosine",  # the fine-tuned embeddings are read by their cosine
+                batch_size=self.cfg.eval_batch_size,
+                device=self.cfg.device,
             )
         )
         labels = [p.label for p in heldout]
@@ -231,7 +234,12 @@ class BiEncoderTraining(PairTraining):
         }
 
     def judge_settings(self, out_dir: Path, threshold: float) -> dict[str, Any]:
-        return {"kind": "embedding", "model": str(out_dir), "threshold": threshold}
+        return {
+            "kind": "embedding",
+            "model": str(out_dir),
+            "head": "cosine",
+            "threshold": threshold,
+        }
 
 
 MODES: dict[str, type[PairTraining]] = {

@@ -34,11 +34,11 @@ def split_metrics(heldout: list[LabelledPair], steps: int, minutes: float) -> di
 def embedding_baseline(
     cfg: ClassifierTrainConfig, train: list[LabelledPair], heldout: list[LabelledPair]
 ) -> dict[str, float]:
-    """The untuned embedding judge on the same split, its threshold calibrated on the
+    """The untuned embedding cosine on the same split, its threshold calibrated on the
     training part and on the held-out part."""
     from darling_nemo.judges.embedding import EmbeddingJudge
 
-    judge = EmbeddingJudge(EmbeddingJudgeConfig(device=cfg.device))
+    judge = EmbeddingJudge(EmbeddingJudgeConfig(head="cosine", device=cfg.device))
     labels = [p.label for p in heldout]
     train_cos = judge([(p.a, p.b) for p in train])
     cos = judge([(p.a, p.b) for p in heldout])

@@ -20,7 +20,8 @@ from darling_nemo.evals.plots import make_report
 from darling_nemo.export import LATEST, Checkpoint, export_checkpoint, find_checkpoint
 from darling_nemo.schema import ConfigError
 
-# The paper's settings are the eval configs' defaults (conf/eval/*.yaml, schema.py).
+# The paper's settings are the eval configs' defaults (conf/eval/*.yaml, schema.py), but for
+# NoveltyBench's mode: the leaderboard's by default, the paper's with noveltybench:mode=darling.
 TASK_EVALS: dict[str, dict[str, str]] = {
     "math": {"math": "conf/eval/math.yaml"},
     "wildchat": {

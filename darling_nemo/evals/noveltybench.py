@@ -15,6 +15,11 @@ Summaries are means over prompts. The greedy partition is NOT the training-time 
 (`core.partition_groups`): with a non-transitive judge the two can differ, and the benchmark
 is defined by the greedy one.
 
+Two modes (`mode`, docs/noveltybench-modes.md), the same classifier, threshold, partition
+and formulas: `upstream` feeds the classifier each response's first 128 tokens, as the
+public leaderboard does (compare `utility`); `darling` its first 512, as the DARLING paper's
+fork does (compare `utility_darling`). Every summary records its mode.
+
 Files: generations.jsonl (stage 1), scores.jsonl (stage 2), summary.json.
 """
 
@@ -44,15 +49,28 @@ from darling_nemo.evals.records import (
 )
 from darling_nemo.evals.run_source import source_of
 from darling_nemo.evals.schema import (
+    NOVELTYBENCH_CLASSIFIER,
+    NOVELTYBENCH_SIDE_TOKENS,
+    NOVELTYBENCH_THRESHOLD,
+    NOVELTYBENCH_TOKENIZER,
     SKYWORK_GEMMA2_27B_THRESHOLDS,
     NoveltyBenchConfig,
+    NoveltyBenchMode,
     RewardModelConfig,
+    is_noveltybench_classifier,
 )
 from darling_nemo.schema import ConfigError, CrossEncoderJudgeConfig, JudgeConfig
 
-NOVELTYBENCH_CLASSIFIER = "yimingzhang/deberta-v3-large-generation-similarity"
-NOVELTYBENCH_THRESHOLD = 0.102
-NOVELTYBENCH_SIDE_TOKENS = 512  # partition.py: each response's first 512 tokens
+MODE_NOTES: dict[str, str] = {
+    "upstream": (
+        "mode upstream: NoveltyBench as its public leaderboard runs it (each response's "
+        "first 128 tokens in the classifier's input); compare `utility` with the leaderboard"
+    ),
+    "darling": (
+        "mode darling: the DARLING paper's NoveltyBench fork (each response's first 512 "
+        "tokens in the classifier's input); compare `utility_darling` with the paper"
+    ),
+}
 
 # ---------------------------------------------------------------------------------------------
 # Partition, ratings, utility (pure)
@@ -131,32 +149,29 @@ def novelty_scores(
     }
 
 
-def is_noveltybench_classifier(model: str | None) -> bool:
-    """The hub name, or a local copy in a folder of the same name."""
-    return model is not None and (
-        model == NOVELTYBENCH_CLASSIFIER
-        or Path(model).name == NOVELTYBENCH_CLASSIFIER.split("/")[1]
-    )
-
-
 def describe_judge(
-    cfg: JudgeConfig, pair_input: Literal["noveltybench", "judge_template"]
+    cfg: JudgeConfig,
+    pair_input: Literal["noveltybench", "judge_template"],
+    mode: NoveltyBenchMode,
 ) -> dict[str, Any]:
-    """Which judge partitioned the generations, and whether it is NoveltyBench's own: its
-    DeBERTa classifier, at 0.102, fed NoveltyBench's token-level pair input."""
+    """Which judge partitioned the generations, and whether it is NoveltyBench's own (for
+    the mode): its DeBERTa classifier, at 0.102, fed NoveltyBench's token-level pair input
+    with each response cut to the mode's tokens."""
+    side_tokens = NOVELTYBENCH_SIDE_TOKENS[mode]
     model = getattr(cfg, "model", None)
     if cfg.kind == "embedding" and model is None:
         model = "all-MiniLM-L6-v2 (shipped)"
     reference_model = cfg.kind == "cross_encoder" and is_noveltybench_classifier(model)
     reference_threshold = cfg.threshold == NOVELTYBENCH_THRESHOLD
     is_reference = reference_model and reference_threshold and pair_input == "noveltybench"
-    description = cfg.kind + (f" {model}" if model else "") + f" > {cfg.threshold:g}"
+    head = f" ({cfg.head} head)" if cfg.kind == "embedding" else ""
+    description = cfg.kind + (f" {model}" if model else "") + head + f" > {cfg.threshold:g}"
     if cfg.kind == "lexical":
         description = "lexical rules only (identical or short-answer match)"
     if is_reference:
         note = (
             "NoveltyBench's DeBERTa classifier at 0.102 with partition.py's pair input "
-            f"([CLS] a [SEP] b [SEP], each side cut to {NOVELTYBENCH_SIDE_TOKENS} tokens, "
+            f"([CLS] a [SEP] b [SEP], each side cut to {side_tokens} tokens ({mode} mode), "
             "segment ids 0/1); batched with padding, so scores match up to float rounding"
         )
     elif reference_model and reference_threshold:
@@ -170,11 +185,13 @@ def describe_judge(
             f"stand-in for NoveltyBench's {NOVELTYBENCH_CLASSIFIER} at "
             f"{NOVELTYBENCH_THRESHOLD}: distinct is not comparable with published numbers"
         )
+    noveltybench_input = cfg.kind == "cross_encoder" and pair_input == "noveltybench"
     return {
         "kind": cfg.kind,
         "model": model,
         "threshold": cfg.threshold,
         "pair_input": pair_input if cfg.kind == "cross_encoder" else None,
+        "side_tokens": side_tokens if noveltybench_input else None,
         "description": description,
         "is_reference": is_reference,
         "note": note,
@@ -185,14 +202,17 @@ class NoveltyBenchPairJudge:
     """PairJudge: a sequence-classification checkpoint fed NoveltyBench's pair input.
 
     As partition.py's classifier_score: ids = [CLS] + a + [SEP] + b + [SEP], each response
-    tokenized without special tokens and cut to its first 512 tokens; token_type_ids 0 up to
+    tokenized without special tokens and cut to its first `side_tokens` tokens (128 upstream,
+    512 in the DARLING fork); token_type_ids 0 up to
     and including the first [SEP], 1 after (sent only if the tokenizer uses them; DeBERTa-v3
     checkpoints with type_vocab_size 0 ignore them anyway); P(similar) = softmax(logits)[1].
     partition.py scores one pair at a time; here pairs sorted by length are batched with
     padding and an attention mask, which gives the same scores up to float rounding.
     """
 
-    def __init__(self, judge: CrossEncoderJudgeConfig, tokenizer: str | None = None) -> None:
+    def __init__(
+        self, judge: CrossEncoderJudgeConfig, tokenizer: str | None, side_tokens: int
+    ) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from darling_nemo.judges.cross_encoder import resolve_device, resolve_dtype
@@ -200,7 +220,7 @@ class NoveltyBenchPairJudge:
         name = tokenizer or judge.model
         hint = (
             "; NoveltyBench's classifier ships no tokenizer: set "
-            "pair_tokenizer=microsoft/deberta-v3-large (what partition.py loads)"
+            f"pair_tokenizer={NOVELTYBENCH_TOKENIZER} (what partition.py loads)"
             if tokenizer is None
             else ""
         )
@@ -229,6 +249,7 @@ class NoveltyBenchPairJudge:
         self.device = resolve_device(judge.device)
         self.model = model.to(self.device, resolve_dtype(judge.dtype, self.device)).eval()
         self.uses_token_types = "token_type_ids" in self.tokenizer.model_input_names
+        self.side_tokens = side_tokens
 
     def encode(self, a: str, b: str) -> dict[str, list[int]]:
         """partition.py's input for one pair."""
@@ -238,7 +259,7 @@ class NoveltyBenchPairJudge:
                 text,
                 add_special_tokens=False,
                 truncation=True,
-                max_length=NOVELTYBENCH_SIDE_TOKENS,
+                max_length=self.side_tokens,
             )
             ids.append(self.tokenizer.sep_token_id)
         first_segment = ids.index(self.tokenizer.sep_token_id) + 1
@@ -272,7 +293,7 @@ def make_noveltybench_judge(cfg: NoveltyBenchConfig) -> PairJudge | None:
     from darling_nemo.judges import make_judge
 
     if cfg.judge.kind == "cross_encoder" and cfg.pair_input == "noveltybench":
-        return NoveltyBenchPairJudge(cfg.judge, cfg.pair_tokenizer)
+        return NoveltyBenchPairJudge(cfg.judge, cfg.pair_tokenizer_name(), cfg.side_tokens)
     return make_judge(cfg.judge)
 
 
@@ -399,7 +420,7 @@ def run_noveltybench(
             f"{gen_path}: {len(missing)} prompts have no generations yet (first: {missing[0]}); "
             "run stage=generate first"
         )
-    judge_info = describe_judge(cfg.judge, cfg.pair_input)
+    judge_info = describe_judge(cfg.judge, cfg.pair_input, cfg.mode)
     check_score_resume(cfg, out)
     scored = latest_records(score_path, "id")
     for record in scored.values():  # scores written before utility_darling was recorded
@@ -416,6 +437,8 @@ def run_noveltybench(
         [scored[p["id"]] for p in prompts if p["id"] in scored],
         len(prompts),
         {
+            "mode": cfg.mode,
+            "mode_note": MODE_NOTES[cfg.mode],
             "run_name": run_name_of(cfg.run_name, cfg.generator.model),
             "model": cfg.generator.model,
             "source": source_of(cfg),  # run, step and training config (run=...)
@@ -438,10 +461,14 @@ def run_noveltybench(
 def check_score_resume(cfg: NoveltyBenchConfig, out: Path) -> None:
     """Refuses to add scores to an output_dir scored with other judge or rating settings."""
     pair_settings = (  # only a cross_encoder reads them (older output_dirs lack the keys)
-        {"pair_input": cfg.pair_input, "pair_tokenizer": cfg.pair_tokenizer}
+        {"pair_input": cfg.pair_input, "pair_tokenizer": cfg.pair_tokenizer_name()}
         if cfg.judge.kind == "cross_encoder"
         else {}
     )
+    if cfg.judge.kind == "cross_encoder" and cfg.pair_input == "noveltybench":
+        # the mode's truncation changes the partition (an output_dir scored before modes
+        # existed was scored at 512 tokens: it reads <unset> here and is refused)
+        pair_settings["side_tokens"] = cfg.side_tokens
     check_resume(
         out,
         "noveltybench-score",

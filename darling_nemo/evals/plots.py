@@ -99,16 +99,34 @@ def _math_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# Summaries written before NoveltyBench had modes were partitioned with 512 tokens per
+# response: the DARLING fork's input.
+MODE_BEFORE_MODES = "darling"
+
+
+def noveltybench_mode(summary: dict[str, Any]) -> str:
+    return summary.get("mode", MODE_BEFORE_MODES)
+
+
 def _noveltybench_table(runs: list[dict[str, Any]]) -> str:
-    head = ["run", "distinct (of n)", "utility", "utility (DARLING paper)", "quality (1-10)"]
-    head += ["prompts", "partition judge"]
+    # Every number of a row is in the row's mode: a truncation (128 or 512 tokens) changes
+    # the partition, so distinct and both utilities differ between modes.
+    head = ["run", "mode", "distinct (of n)", "utility (NoveltyBench)", "utility (DARLING paper)"]
+    head += ["quality (1-10)", "prompts", "partition judge"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in runs:
         judge = s["judge"]["description"] + ("" if s["judge"]["is_reference"] else " (stand-in)")
+        mode = noveltybench_mode(s)
         lines.append(
-            f"| {s['run_name']} | {s['mean_distinct']:.2f} (of {s['n']}) | "
-            f"{s['mean_utility']:.2f} | {s['mean_utility_darling']:.2f} | {s['mean_quality']:.2f} | "
-            f"{s['prompts_done']}/{s['prompts_total']} | {judge} |"
+            f"| {s['run_name']} | {mode} | {s['mean_distinct']:.2f} (of {s['n']}, {mode}) | "
+            f"{s['mean_utility']:.2f} ({mode}) | {s['mean_utility_darling']:.2f} ({mode}) | "
+            f"{s['mean_quality']:.2f} | {s['prompts_done']}/{s['prompts_total']} | {judge} |"
+        )
+    modes = sorted({noveltybench_mode(s) for s in runs})
+    if len(modes) > 1:
+        lines.append(
+            f"\nNoveltyBench rows in different modes ({', '.join(modes)}): distinct and utility "
+            "are not comparable across modes (docs/noveltybench-modes.md)."
         )
     return "\n".join(lines)
 
@@ -244,7 +262,7 @@ def quality_diversity_figure(summaries: Sequence[dict[str, Any]]) -> Any:
         for s in runs:
             ax.scatter(s["mean_distinct"], s[key], s=60)
             ax.annotate(
-                s["run_name"],
+                f"{s['run_name']} ({noveltybench_mode(s)})",
                 (s["mean_distinct"], s[key]),
                 fontsize=8,
                 xytext=(4, 4),

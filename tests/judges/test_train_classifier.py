@@ -223,7 +223,9 @@ def test_bi_encoder_mode_saves_an_embedding_judge_calibrated_on_train(tmp_path, 
     assert held_acc == pytest.approx(metrics["accuracy_at_train_threshold"])
     # fine-tuning moved the embeddings: the tuned cosines differ from the base model's
     base_judge = make_judge(
-        validate_darling({"judge": {"kind": "embedding", "model": str(base)}}).judge
+        validate_darling(
+            {"judge": {"kind": "embedding", "model": str(base), "head": "cosine"}}
+        ).judge
     )
     assert not np.allclose(base_judge([(p.a, p.b) for p in heldout]), held_cos)
 
