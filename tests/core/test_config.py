@@ -196,8 +196,9 @@ def test_a_typo_is_answered_with_the_closest_key_not_with_plus():
         load_config(CONF / "local" / "math_trl.yaml", ["darling.judge.xyz=1"])
     # (the smoke config's judge is the embedding judge: its keys are listed)
     assert "+" not in str(err.value)
-    assert "darling.judge has: batch_size, cache_size, device, kind, model, threshold" in str(
-        err.value
+    assert (
+        "darling.judge has: batch_size, cache_size, calibration, device, head, kind, model, threshold"
+        in str(err.value)
     )
     # NeMo-RL's own sections take keys no schema lists: there `+` is the way to add one
     with pytest.raises(ConfigError) as err:
