@@ -122,14 +122,22 @@ def judge_mode(overlap: bool, streamed: bool) -> str:
     return "overlap+stream" if streamed else "overlap"
 
 
-def time_lines(scalars: dict[str, dict[int, float]], step: int, task: str, mode: str) -> list[str]:
-    """The step's phase times (NeMo-RL's timing/train/* of `step`) and the judge's share."""
+def step_times(scalars: dict[str, dict[int, float]], step: int) -> dict[str, float]:
+    """NeMo-RL's top-level timers of `step` in seconds (its sub-timers and rates left out)."""
     prefix = "timing/train/"
-    times = {
+    return {
         name[len(prefix) :]: values[step]
         for name, values in scalars.items()
-        if name.startswith(prefix) and "/" not in name[len(prefix) :] and step in values
+        if name.startswith(prefix)
+        and "/" not in name[len(prefix) :]
+        and "per_sec" not in name
+        and step in values
     }
+
+
+def time_lines(scalars: dict[str, dict[int, float]], step: int, task: str, mode: str) -> list[str]:
+    """The step's phase times (NeMo-RL's timing/train/* of `step`) and the judge's share."""
+    times = step_times(scalars, step)
     lines = [f"phase times of step {step} (s, NeMo-RL's timers)"]
     for name, seconds in sorted(times.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {name:<40} {seconds:>9.1f}")

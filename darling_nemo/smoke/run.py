@@ -253,6 +253,7 @@ def smoke(
         streamed = darling.judge_during_generation and not stream_fallbacks(cfg, darling)
         mode = report.judge_mode(darling.overlap, streamed)
         lines = memory + report.time_lines(run_scalars[0], 2, task, mode)
+        data["step_2_times_s"] = report.step_times(run_scalars[0], 2)
         for line in lines:
             print(line, flush=True)
     except RehearsalFailure as failure:
