@@ -36,9 +36,17 @@ def probed(policy: Any, report: Path) -> Iterator[None]:
 
     group = policy.worker_group
     trained = [0]
+    working = [True]  # a probe that failed once stays off: the run goes on without it
 
-    def on_workers(method: str) -> list[Any]:
-        return ray.get(group.run_all_workers_single_data(method))
+    def on_workers(method: str) -> list[Any] | None:
+        if not working[0]:
+            return None
+        try:
+            return ray.get(group.run_all_workers_single_data(method))
+        except Exception as err:  # the report is a report: it never stops the run
+            working[0] = False
+            print(f"memory probe off: {method} failed ({type(err).__name__}: {err})", flush=True)
+            return None
 
     def measured(phase: str, call: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -48,9 +56,10 @@ def probed(policy: Any, report: Path) -> Iterator[None]:
             step = trained[0] + 1  # log-probs of a step come before its training
             if phase == "training":
                 trained[0] += 1
-            with report.open("a") as out:
-                row = {"phase": phase, "step": step, "peak_gib": round(_peak_gib(infos), 3)}
-                out.write(json.dumps({**row, "workers": len(infos)}) + "\n")
+            if infos:
+                with report.open("a") as out:
+                    row = {"phase": phase, "step": step, "peak_gib": round(_peak_gib(infos), 3)}
+                    out.write(json.dumps({**row, "workers": len(infos)}) + "\n")
             return result
 
         return wrapper
