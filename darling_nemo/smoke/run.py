@@ -39,7 +39,6 @@ from darling_nemo.rehearsal.phases import (
     REHEARSAL_PROB_ERROR_TOLERANCE,
     Expect,
     RehearsalFailure,
-    check,
     verify_run,
 )
 from darling_nemo.rehearsal.shrink import lookup
@@ -120,7 +119,10 @@ def run_recipe_once(
             raise RehearsalFailure(phase, f"no result after {timeout:.0f} s (log: {log})") from None
     text = log.read_text(errors="replace")
     if proc.returncode != 0:
-        raise RehearsalFailure(phase, f"{_last_error(text)} (exit {proc.returncode}; log: {log})")
+        # the recipe's own one-line refusal (`darling_math: ...`, exit 2) where it made one
+        refusals = [line for line in text.splitlines() if line.startswith(f"{recipe.stem}: ")]
+        error = refusals[-1] if refusals else _last_error(text)
+        raise RehearsalFailure(phase, f"{error} (exit {proc.returncode}; log: {log})")
     return text
 
 
@@ -164,7 +166,7 @@ def smoke(
     standins: bool = False,
     before_run_2: Callable[[Path], None] | None = None,
 ) -> int:
-    """The whole smoke; returns the exit status (0 only on PASS).
+    """The whole smoke; returns the exit status: 0 PASS, 1 a phase failed, 2 bad input.
 
     memory_report: a report to read instead of the probe's (the CPU tests inject one).
     before_run_2: called with the checkpoint folder between the runs (failure drills)."""
@@ -177,12 +179,11 @@ def smoke(
     phase = "prepare"
     try:
         ckpts = smoke_dir / "checkpoints"
-        check(
-            not any(ckpts.glob("step_*")),
-            phase,
-            f"{ckpts} already holds checkpoints: a smoke starts at step 0 (remove the folder "
-            "or give another --smoke-dir)",
-        )
+        if any(ckpts.glob("step_*")):
+            raise ConfigError(
+                f"--smoke-dir {smoke_dir}: its checkpoints/ already holds steps; a smoke "
+                "starts at step 0 (remove the folder or give another --smoke-dir)"
+            )
         smoke_dir.mkdir(parents=True, exist_ok=True)
         given = load_config(config_path, overrides)
         from darling_nemo.rehearsal.contract import contract_phase
@@ -197,6 +198,9 @@ def smoke(
                 )
                 resume_marker, tolerance = "weights read back", REHEARSAL_PROB_ERROR_TOLERANCE
             else:
+                from darling_nemo.nemo_rl.adapter import require_nemo_rl
+
+                require_nemo_rl(f"uv run {recipe.relative_to(REPO)} --config {config_path} --smoke")
                 base_path, base_overrides, env, timeout = (
                     config_path,
                     list(overrides),
@@ -256,6 +260,11 @@ def smoke(
         data["step_2_times_s"] = report.step_times(run_scalars[0], 2)
         for line in lines:
             print(line, flush=True)
+    except ConfigError as err:  # bad input (a data file, no NeMo-RL): exit 2
+        first, *rest = str(err).splitlines()
+        for line in rest:  # what to do instead, above the one-line verdict
+            print(line, flush=True)
+        return _verdict(smoke_dir, lines, data, f"smoke: FAIL at {phase}: {first}", 2)
     except RehearsalFailure as failure:
         return _verdict(
             smoke_dir, lines, data, f"smoke: FAIL at {failure.phase}: {failure.error}", 1

@@ -9,6 +9,7 @@ ONE smoke whose checkpoint is broken between the runs (it must fail at run 2).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -135,6 +136,43 @@ def test_the_plans_training_phase_is_compared_without_its_fixed_terms():
     training = next(p for p in plan.phases if p.name == "training")
     # docs/memory-plan.md's 4B training total less Megatron runtime 2.10 and vLLM asleep 2.60
     assert report.torch_allocated(training) == pytest.approx(training.total / GIB - 4.7)
+
+
+def smoke_command(tmp_path: Path, *args: str):
+    return run_python(
+        "recipes/darling_math.py",
+        "--config",
+        "conf/math_qwen3_1p7b_1node_darling.yaml",
+        "--smoke",
+        "--smoke-dir",
+        str(tmp_path / "smoke"),
+        *args,
+        timeout=300,
+    )
+
+
+def test_a_smoke_folder_with_checkpoints_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "smoke" / "checkpoints" / "step_3").mkdir(parents=True)
+    proc = smoke_command(tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith(
+        f"smoke: FAIL at prepare: --smoke-dir {tmp_path / 'smoke'}: its checkpoints/ already "
+        "holds steps"
+    )
+    assert "phase contract" not in proc.stdout
+
+
+def test_a_smoke_without_nemo_rl_says_how_to_run_it(tmp_path):
+    if importlib.util.find_spec("nemo_rl") is not None:
+        pytest.skip("NeMo-RL is importable here")
+    data = REPO / "conf/local/data/aime25_first8.jsonl"  # 8 prompts: 3 steps of 2
+    proc = smoke_command(tmp_path, f"data.train_data_path={data}", "grpo.num_prompts_per_step=2")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith("smoke: FAIL at prepare: engine: nemo_rl needs NeMo-RL v0.4.0"), last
+    assert "darling-nemo container" in proc.stdout  # how to run it, above the verdict
+    saved = json.loads((tmp_path / "smoke" / "smoke_report.json").read_text())
+    assert saved["verdict"] == last
 
 
 # ---------------------------------------------------------------------------------------------
