@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
-from darling_nemo.nemo_rl.checks import stream_fallbacks
+from darling_nemo.nemo_rl.checks import overlap_fallbacks, stream_fallbacks
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV
 from darling_nemo.rehearsal.phases import (
     GPU_PROB_ERROR_TOLERANCE,
@@ -208,6 +208,7 @@ def smoke(
                     None,
                 )
                 env[MEMORY_REPORT_ENV] = str(smoke_dir / "memory.jsonl")
+                (smoke_dir / "memory.jsonl").unlink(missing_ok=True)  # an earlier attempt's
                 resume_marker, tolerance = None, GPU_PROB_ERROR_TOLERANCE
             base = load_config(base_path, base_overrides)
             rows = STEPS_PER_SMOKE * base["grpo"]["num_prompts_per_step"]
@@ -255,7 +256,7 @@ def smoke(
         memory, data["memory"] = plan_lines(given, memory_report, smoke_dir / "memory.jsonl")
         darling = validate_darling(cfg["darling"])
         streamed = darling.judge_during_generation and not stream_fallbacks(cfg, darling)
-        mode = report.judge_mode(darling.overlap, streamed)
+        mode = report.judge_mode(darling.overlap and not overlap_fallbacks(cfg), streamed)
         lines = memory + report.time_lines(run_scalars[0], 2, task, mode)
         data["step_2_times_s"] = report.step_times(run_scalars[0], 2)
         for line in lines:
