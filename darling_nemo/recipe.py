@@ -128,6 +128,24 @@ def parser_for(task: Task, description: str) -> argparse.ArgumentParser:
         action="store_true",
         help="run NeMo-RL's whole loop on this CPU with stand-ins for the GPU workers",
     )
+    what.add_argument(
+        "--smoke",
+        action="store_true",
+        help="on the job's GPUs: setup, 2 steps, validation, checkpoint, then resume and 1 "
+        "step; compared with darling-plan (docs/first-hour.md)",
+    )
+    parser.add_argument(
+        "--smoke-dir",
+        default=None,
+        help="--smoke's folder: its data subset, checkpoints, logs and report "
+        "(default: smoke/<config name>; must hold no checkpoints)",
+    )
+    parser.add_argument(
+        "--memory-report",
+        default=None,
+        help="--smoke: read the per-phase GPU memory peaks from this JSON-lines file instead "
+        "of the workers' own (darling_nemo/smoke/report.py describes the lines)",
+    )
     parser.add_argument("overrides", nargs="*", help="a.b=c overrides (strict; +a.b=c adds)")
     return parser
 
@@ -163,10 +181,14 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
         cfg = load_config(config_path, args.overrides)
         checked = check_config(task, cfg)
     except ConfigError as err:
-        if args.rehearse:  # a rehearsal always ends with its verdict line
+        if args.rehearse or args.smoke:  # a rehearsal or smoke always ends with its verdict
             problems = [line.strip() for line in str(err).splitlines()[1:]] or [str(err)]
-            print(f"rehearsal: FAIL at config: {'; '.join(problems)}", flush=True)
+            what = "rehearsal" if args.rehearse else "smoke"
+            print(f"{what}: FAIL at config: {'; '.join(problems)}", flush=True)
         return report_error(prog, f"{config_path}: {err}")
+
+    if (args.smoke_dir is not None or args.memory_report is not None) and not args.smoke:
+        return report_error(prog, "--smoke-dir and --memory-report go with --smoke")
 
     # 2. Rehearsal: NeMo-RL's real loop on CPU (darling_nemo/rehearsal).
     if args.rehearse:
@@ -175,6 +197,16 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
         from darling_nemo.rehearsal.run import rehearse
 
         return rehearse(REPO / task.recipe, config_path, args.overrides, task.name)
+
+    # 2b. Smoke: the job on its own GPUs for 3 steps, checked like the rehearsal.
+    if args.smoke:
+        if cfg["engine"] != "nemo_rl":
+            return report_error(prog, f"{config_path}: --smoke is for engine: nemo_rl configs")
+        from darling_nemo.smoke.run import smoke
+
+        smoke_dir = Path(args.smoke_dir or f"smoke/{Path(config_path).stem}")
+        memory = Path(args.memory_report) if args.memory_report else None
+        return smoke(REPO / task.recipe, config_path, args.overrides, task.name, smoke_dir, memory)
     print(yaml.safe_dump(cfg, sort_keys=False), flush=True)
     if args.dry_run:
         return 0

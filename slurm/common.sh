@@ -358,6 +358,12 @@ parse_args() {
 }
 
 common_setup() {
+  [[ "${SMOKE:-0}" =~ ^[01]$ ]] || die "SMOKE=$SMOKE: expected 0 or 1"
+  # The smoke is a training job's (recipe --smoke); elsewhere it would silently do the full job.
+  if [[ "${SMOKE:-0}" == 1 && "${FUNCNAME[1]:-}" != darling_train ]]; then
+    die "SMOKE=1 is for the training jobs (qwen3_4b_math, llama8b_wildchat," \
+      "llama70b_wildchat .sub); this job has no smoke"
+  fi
   load_site
   require CONTAINER_IMAGE "the squashfs made by containers/make_squashfs.sh (or an image pyxis can pull)"
   require RESULTS_DIR "a directory on a shared filesystem for checkpoints and logs"

@@ -41,6 +41,27 @@ newest_step() {
   echo "$latest"
 }
 
+# SMOKE=1: the job's own command with the recipe's --smoke (3 steps, a resume, a report).
+is_smoke() {
+  [[ "${SMOKE:-0}" == 1 ]]
+}
+
+# A smoke needs minutes, not the .sub's 24 hours: the job lowers its own time limit to
+# SMOKE_TIME_LIMIT (default 1:30:00, SLURM's [D-]HH:MM:SS; users may lower their own jobs'
+# limits) and is never requeued. Without scontrol (a dry run without an allocation) it says so.
+shorten_for_smoke() {
+  local limit=${SMOKE_TIME_LIMIT:-01:30:00}
+  [[ "$limit" =~ ^([0-9]+-)?[0-9]+:[0-9]{2}:[0-9]{2}$ ]] ||
+    die "SMOKE_TIME_LIMIT=$limit: expected [D-]HH:MM:SS, e.g. 01:30:00"
+  if [[ -z "${SLURM_JOB_ID:-}" ]]; then
+    log "smoke: time limit $limit (applied by the job itself under sbatch)"
+    return 0
+  fi
+  run scontrol update "JobId=$SLURM_JOB_ID" "TimeLimit=$limit" Requeue=0 ||
+    log "warning: scontrol could not lower the time limit to $limit; the smoke keeps the" \
+      ".sub's (submit with sbatch --time=$limit to choose it)"
+}
+
 # ---------------------------------------------------------------------------------------------
 # Entry point
 # ---------------------------------------------------------------------------------------------
@@ -168,6 +189,11 @@ darling_train() {
   RUN_NAME=${RUN_NAME:-${SLURM_JOB_NAME:-darling}-${SLURM_JOB_ID:-dryrun}}
   RUN_DIR=$RESULTS_DIR/$RUN_NAME
   LOG_DIR=$RUN_DIR/slurm/${SLURM_JOB_ID:-dryrun}-r${SLURM_RESTART_COUNT:-0}
+  if is_smoke; then
+    # Everything of a smoke (its checkpoints, logs and report) stays in its own folder.
+    SMOKE_DIR=$RUN_DIR/smoke/${SLURM_JOB_ID:-dryrun}-r${SLURM_RESTART_COUNT:-0}
+    LOG_DIR=$SMOKE_DIR/slurm
+  fi
   local layout_file=$LOG_DIR/layout.env
   if is_dry_run; then
     layout_file=$(mktemp)
@@ -178,6 +204,7 @@ darling_train() {
     trap on_usr1 USR1
   fi
   log "run $RUN_NAME: logs in $LOG_DIR"
+  is_smoke && shorten_for_smoke
   print_environment
 
   # Site model paths replace the config's hub names (interpolations follow them).
@@ -192,20 +219,31 @@ darling_train() {
 
   # Overrides the launcher adds: where this run's state goes, so that a requeued job finds
   # its checkpoints (NeMo-RL resumes from the newest step_N in checkpoint_dir by itself).
+  # A smoke's folders are its own (the recipe's --smoke-dir): the run's are not named at all.
+  local state_dir=$RUN_DIR wandb_name=$RUN_NAME
+  if is_smoke; then
+    state_dir=$SMOKE_DIR
+    wandb_name=$RUN_NAME-smoke
+  fi
   local overrides=("${USER_OVERRIDES[@]}"
-    "checkpointing.enabled=true" "checkpointing.checkpoint_dir=$RUN_DIR/checkpoints"
-    "logger.log_dir=$RUN_DIR/logs")
+    "checkpointing.enabled=true" "checkpointing.checkpoint_dir=$state_dir/checkpoints"
+    "logger.log_dir=$state_dir/logs")
   [[ -n "${ENDPOINTS:-}" ]] && overrides+=("darling.judge.endpoints=[$ENDPOINTS]")
   if [[ -n "${WANDB_API_KEY:-}" ]]; then
-    overrides+=("logger.wandb_enabled=true" "logger.wandb.name=$RUN_NAME")
+    overrides+=("logger.wandb_enabled=true" "logger.wandb.name=$wandb_name")
     [[ -n "${WANDB_PROJECT:-}" ]] && overrides+=("logger.wandb.project=$WANDB_PROJECT")
   fi
-  local start_step
-  start_step=$(newest_step)
-  if ((start_step >= 0)); then
-    log "resuming from $RUN_DIR/checkpoints/step_$start_step (restart ${SLURM_RESTART_COUNT:-0})"
+  local start_step=-1
+  if is_smoke; then
+    log "smoke: 3 steps and a resume in $SMOKE_DIR (the run's checkpoints in" \
+      "$RUN_DIR/checkpoints are not touched)"
   else
-    log "no checkpoint in $RUN_DIR/checkpoints: starting from step 0"
+    start_step=$(newest_step)
+    if ((start_step >= 0)); then
+      log "resuming from $RUN_DIR/checkpoints/step_$start_step (restart ${SLURM_RESTART_COUNT:-0})"
+    else
+      log "no checkpoint in $RUN_DIR/checkpoints: starting from step 0"
+    fi
   fi
 
   save_deadline_env
@@ -216,7 +254,9 @@ darling_train() {
   # environment as installed (containers/Dockerfile).
   container_srun "${NODES[0]}" "$(container_name head)" "$LOG_DIR/driver.log" \
     "${DRIVER_ENV[@]}" "RAY_ADDRESS=$RAY_HEAD_ADDRESS"
-  local driver=("${SRUN[@]}" uv run "$JOB_RECIPE" --config "$CONFIG" "${overrides[@]}")
+  local driver=("${SRUN[@]}" uv run "$JOB_RECIPE" --config "$CONFIG")
+  is_smoke && driver+=(--smoke --smoke-dir "$SMOKE_DIR")
+  driver+=("${overrides[@]}")
   print_cmd "${driver[@]}"
   if is_dry_run; then
     rehearse "${overrides[@]}"
@@ -226,6 +266,10 @@ darling_train() {
   run_to_the_end "$LOG_DIR/driver.rc" "${driver[@]}" || rc=$?
   ((USR1_RECEIVED)) && when=" after the time-limit signal"
   log "driver exited with $rc$when; logs in $LOG_DIR"
+  if is_smoke; then
+    log "smoke report: $SMOKE_DIR/smoke_report.txt (last line: the verdict)"
+    return "$rc"
+  fi
   if ((rc == 0)); then
     requeue_if_unfinished "$start_step"
   fi

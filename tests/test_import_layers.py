@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
     },
     {"export", "evals"},  # after training: checkpoints to HF, evaluations
     {"rehearsal"},  # NeMo-RL's loop on CPU with stand-ins: never imported by a real run
+    {"smoke"},  # the job on GPUs for 3 steps, checked by the rehearsal's phase checker
     {"bench", "recipe"},  # benchmarks and the recipes' entry point
 ]
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}

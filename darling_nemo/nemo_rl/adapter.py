@@ -57,6 +57,7 @@ from darling_nemo.nemo_rl.checks import (
     stream_fallbacks,
     validate_nemo_rl_config,
 )
+from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV, probed
 from darling_nemo.nemo_rl.touch_points import (
     NEMO_RL_VERSION,
     TouchPointError,
@@ -515,7 +516,12 @@ def _setup_and_train(
         grpo_state,
         master_config,
     ) = setup(cfg, tokenizer, dataset, val_dataset)
-    with darling_rewards(master_config, policy, darling) as transform:
+    # --smoke: each phase's GPU memory peak on the policy workers (memory_probe.py).
+    memory_report = os.environ.get(MEMORY_REPORT_ENV)
+    with (
+        probed(policy, Path(memory_report)) if memory_report else nullcontext(),
+        darling_rewards(master_config, policy, darling) as transform,
+    ):
         if save_by is not None:
             ckpt = master_config["checkpointing"]
             ckpt["checkpoint_must_save_by"] = checkpoint_must_save_by(

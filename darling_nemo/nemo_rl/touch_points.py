@@ -53,6 +53,13 @@ TOUCH_POINTS: dict[str, tuple[str, ...]] = {
         "gbs",
         "mbs",
     ),
+    # --smoke's memory probe (memory_probe.py) reads each worker's peak around these.
+    "nemo_rl.models.policy.lm_policy:Policy.get_logprobs": ("self", "data"),
+    "nemo_rl.models.policy.lm_policy:Policy.get_reference_policy_logprobs": (
+        "self",
+        "data",
+        "micro_batch_size",
+    ),
 }
 
 

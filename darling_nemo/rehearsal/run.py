@@ -32,11 +32,19 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
-from darling_nemo.nemo_rl.checks import STREAM_ON, stream_fallbacks
 from darling_nemo.rehearsal.contract import contract_phase
+from darling_nemo.rehearsal.phases import (
+    REHEARSAL_PROB_ERROR_TOLERANCE,
+    Expect,
+    RehearsalFailure,
+    logged_scalars,
+    verify_run,
+)
 from darling_nemo.rehearsal.shrink import lookup, shrink_overrides, shrunk_cluster
 from darling_nemo.resources import resource_path
 from darling_nemo.schema import validate_darling
+
+__all__ = ["RehearsalFailure", "logged_scalars", "rehearse", "run_phase"]
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent / "site"
@@ -45,12 +53,6 @@ DATA = {
     "wildchat": resource_path("noveltybench/wildchat-1k.jsonl"),
 }
 PHASE_TIMEOUT_S = 900
-
-
-class RehearsalFailure(Exception):
-    def __init__(self, phase: str, error: str) -> None:
-        super().__init__(f"{phase}: {error}")
-        self.phase, self.error = phase, error
 
 
 @dataclass
@@ -239,11 +241,6 @@ def _last_error(text: str) -> str:
     return errors[-1] if errors else (lines[-1] if lines else "no output")
 
 
-def check(condition: bool, phase: str, error: str) -> None:
-    if not condition:
-        raise RehearsalFailure(phase, error)
-
-
 def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: int | None) -> None:
     """The tiny classifier behind vLLM's /classify protocol on 127.0.0.1 (darling_nemo's
     classify_server), until the rehearsal ends."""
@@ -355,7 +352,14 @@ def rehearse(
                 t0 = time.monotonic()
                 log = workdir / f"run{steps}.log"
                 text = run_phase(r, phase, config, steps, log)
-                verify_run(text, shrunk, phase, workdir, step=steps, resumed=resumed)
+                expect = Expect(
+                    trained=(steps,),
+                    validated=(steps,),
+                    resumed=resumed,
+                    resume_marker="weights read back",
+                    prob_error_tolerance=REHEARSAL_PROB_ERROR_TOLERANCE,
+                )
+                verify_run(text, shrunk, phase, workdir / "logs", workdir / "checkpoints", expect)
                 print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
     except RehearsalFailure as failure:
         print(f"rehearsal: FAIL at {failure.phase}: {failure.error}", flush=True)
@@ -365,52 +369,3 @@ def rehearse(
         return 1
     print(f"rehearsal: PASS ({time.monotonic() - started:.0f} s; logs in {workdir})", flush=True)
     return 0
-
-
-def logged_scalars(log_dir: Path) -> dict[str, dict[int, float]]:
-    """Every scalar NeMo-RL's TensorBoard logger wrote under `log_dir` (name -> step -> value)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    out: dict[str, dict[int, float]] = {}
-    for events in sorted(log_dir.rglob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(events.parent), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags()["scalars"]:
-            out.setdefault(tag, {}).update({e.step: e.value for e in acc.Scalars(tag)})
-    return out
-
-
-def verify_run(
-    text: str, cfg: dict[str, Any], phase: str, workdir: Path, step: int, resumed: bool
-) -> None:
-    """What one run must have done, read from its log, its TensorBoard scalars and its files."""
-    check("SETUP COMPLETE" in text, phase, "NeMo-RL's setup() did not complete")
-    if resumed:
-        check("weights read back" in text, phase, "the policy did not load the saved weights")
-    runs = sorted((workdir / "logs").glob("exp_*"))
-    check(bool(runs), phase, f"no NeMo-RL log folder under {workdir / 'logs'}")
-    scalars = logged_scalars(runs[-1])
-    trained = sorted(scalars.get("train/loss", {}))
-    check(
-        trained == [step],
-        phase,
-        f"trained steps {trained}, expected [{step}] (a resume continues, it does not restart)",
-    )
-    for name in ("darling/quality_mean", "darling/diversity_mean", "timing/train/darling_judge"):
-        check(step in scalars.get(name, {}), phase, f"{name} was not logged at step {step}")
-    darling = validate_darling(cfg["darling"])
-    if darling.judge_during_generation and not stream_fallbacks(cfg, darling):
-        check(STREAM_ON in text, phase, "the rollout did not feed the judge during generation")
-        name = "darling/pairs_judged_during_generation"
-        check(step in scalars.get(name, {}), phase, f"{name} was not logged at step {step}")
-    error = scalars["train/token_mult_prob_error"][step]
-    check(
-        abs(error - 1.0) < 1e-3,
-        phase,
-        f"train/token_mult_prob_error={error:.4f}: generation and policy disagree (refit)",
-    )
-    if cfg["grpo"]["val_period"] > 0:
-        check(step in scalars.get("validation/accuracy", {}), phase, "validation did not run")
-    if cfg["checkpointing"]["enabled"]:
-        ckpt = workdir / "checkpoints" / f"step_{step}"
-        check((ckpt / "policy" / "weights").is_dir(), phase, f"no checkpoint at {ckpt}")

@@ -52,6 +52,8 @@ elif args[:2] == ["show", "job"]:
     print(f"JobId={args[2]} JobName=x\n   Command={os.environ['FAKE_SUBMITTED']} WorkDir=/tmp")
 elif args[:1] == ["requeue"]:
     open(os.environ["FAKE_LOG"], "a").write("requeue " + " ".join(args[1:]) + "\n")
+elif args[:1] == ["update"]:
+    open(os.environ["FAKE_LOG"], "a").write("update " + " ".join(args[1:]) + "\n")
 else:
     sys.exit(f"fake scontrol: unsupported {args}")
 """
@@ -1162,3 +1164,74 @@ def test_eval_noveltybench_dry_run_generates_then_scores_on_one_node(cluster):
     env.pop("MODEL")
     missing = cluster.run("eval_noveltybench.sub", env, "--dry-run")
     assert missing.returncode != 0 and "MODEL is not set" in missing.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# SMOKE=1: the recipe's --smoke on the job's own nodes, in its own folder, briefly
+# ---------------------------------------------------------------------------------------------
+
+TRAINING_JOBS = [  # (.sub, its nodes, the smoke's time limit)
+    ("qwen3_4b_math.sub", 9, "01:30:00"),
+    ("llama8b_wildchat.sub", 3, "01:30:00"),
+    ("llama70b_wildchat.sub", 6, "03:00:00"),  # the 70B .sub's own SMOKE_TIME_LIMIT
+]
+
+
+@pytest.mark.parametrize(("script", "nodes", "limit"), TRAINING_JOBS)
+def test_smoke_dry_run_of_every_training_job(cluster, script, nodes, limit):
+    env = cluster.job(script, nodes=nodes, SMOKE="1")
+    res = cluster.run(script, env, "--dry-run")
+    assert res.returncode == 0, res.stdout + res.stderr
+    roles = by_role(res.stdout)
+    run_dir = Path(env["RESULTS_DIR"]) / f"darling-{Path(script).stem}-4242"
+    smoke_dir = run_dir / "smoke" / "4242-r0"
+    # the job lowers its own time limit and is never requeued
+    assert roles["scontrol"] == [
+        ["scontrol", "update", "JobId=4242", f"TimeLimit={limit}", "Requeue=0"]
+    ]
+    # the job's own node count: the same Ray workers as the real job
+    assert len(roles["head"]) == 1
+    ((_, _, drv_cmd),) = roles["driver"]
+    i = drv_cmd.index("--smoke")
+    assert drv_cmd[i : i + 3] == ["--smoke", "--smoke-dir", str(smoke_dir)]
+    assert override(drv_cmd, "checkpointing.checkpoint_dir") == f"{smoke_dir}/checkpoints"
+    assert override(drv_cmd, "logger.log_dir") == f"{smoke_dir}/logs"
+    assert override(drv_cmd, "logger.wandb.name") == f"darling-{Path(script).stem}-4242-smoke"
+    assert f"{run_dir}/checkpoints" not in res.stdout.replace(
+        f"(the run's checkpoints in {run_dir}/checkpoints are not touched)", ""
+    )
+    # the rest of the command is the job's: the recipe accepts it (its dry run, no --smoke)
+    assert_recipe_accepts(drv_cmd[:i] + drv_cmd[i + 3 :])
+
+
+def test_smoke_real_mode_runs_the_smoke_and_never_requeues(cluster):
+    env = played_job(cluster, SMOKE="1", FAKE_DRIVER_RC="0", FAKE_DRIVER_STEPS="2 3")
+    run_dir = Path(env["RESULTS_DIR"]) / "darling-llama8b_wildchat-4242"
+    (run_dir / "checkpoints" / "step_40").mkdir(parents=True)  # the real run's: untouched
+    res = cluster.run("llama8b_wildchat.sub", env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    log = fake_log(cluster)
+    assert log[0] == "update JobId=4242 TimeLimit=01:30:00 Requeue=0"
+    assert log[-1] == "driver exits 0" and not any(line.startswith("requeue") for line in log)
+    assert f"smoke report: {run_dir}/smoke/4242-r0/smoke_report.txt" in res.stdout
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_40"]
+
+
+@pytest.mark.parametrize(
+    ("script", "extra", "message"),
+    [
+        ("eval_math.sub", {"SMOKE": "1"}, "SMOKE=1 is for the training jobs"),
+        ("llama8b_wildchat.sub", {"SMOKE": "yes"}, "SMOKE=yes: expected 0 or 1"),
+        (
+            "llama8b_wildchat.sub",
+            {"SMOKE": "1", "SMOKE_TIME_LIMIT": "90"},
+            "SMOKE_TIME_LIMIT=90: expected [D-]HH:MM:SS",
+        ),
+    ],
+    ids=["not_a_training_job", "bad_value", "bad_time_limit"],
+)
+def test_smoke_refusals_name_the_variable(cluster, script, extra, message):
+    env = cluster.job(script, nodes=3, **extra)
+    res = cluster.run(script, env, "--dry-run")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert message in res.stderr

@@ -1,0 +1,316 @@
+"""`recipes/darling_*.py --config X [overrides] --smoke`: the job on its own GPUs, briefly.
+
+The recipe runs twice, each a fresh process as the user starts it, with the job's config and
+overrides and real workers (Megatron, vLLM, the reward model, the served classifiers, on the
+job's layout and node count). Only three things change, printed as `smoke key: from -> to`:
+  dataset -- the first 3 x grpo.num_prompts_per_step prompts of data.train_data_path, and
+             grpo.max_val_samples at one validation batch;
+  steps   -- grpo.max_num_steps 2 then 3; grpo.val_period 2 (where the config validates);
+  folders -- checkpointing.checkpoint_dir and logger.log_dir under the smoke's folder (never
+             the real run's).
+Phases: run 1 (setup, steps 1-2, validation, checkpoint, stop), run 2 (resume from step 2,
+step 3, checkpoint), each checked by the rehearsal's own checker (rehearsal/phases.py); then
+memory and times against the plan (report.py). Last line `smoke: PASS` or
+`smoke: FAIL at <phase>: <error>`; exit status 0 only on PASS.
+
+`standins=True` (tests, CPU) runs the same sequence inside the rehearsal's world: tiny
+models, the shrunk config, a private Ray with fake GPUs and the stand-in workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from darling_nemo.config import load_config, save_config
+from darling_nemo.nemo_rl.checks import overlap_fallbacks, stream_fallbacks
+from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV
+from darling_nemo.rehearsal.phases import (
+    GPU_PROB_ERROR_TOLERANCE,
+    REHEARSAL_PROB_ERROR_TOLERANCE,
+    Expect,
+    RehearsalFailure,
+    verify_run,
+)
+from darling_nemo.rehearsal.shrink import lookup
+from darling_nemo.schema import ConfigError, validate_darling
+from darling_nemo.smoke import report
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS_PER_SMOKE = 3  # run 1 trains 2, run 2 one more
+STANDIN_RUN_TIMEOUT_S = 900  # the rehearsal's bound per run; on GPUs the job's time limit
+
+RUNS = (  # (phase, grpo.max_num_steps, trained steps, resumed)
+    ("run 1 (setup, steps 1-2, validation, checkpoint, stop)", 2, (1, 2), False),
+    ("run 2 (resume from step 2, step 3, checkpoint)", 3, (3,), True),
+)
+
+
+def smoke_overrides(
+    cfg: dict[str, Any], smoke_dir: Path, train_data: Path
+) -> list[tuple[str, Any]]:
+    """(key path, new value): the smoke's dataset, steps and folders; the rest is the job's."""
+    grpo = cfg["grpo"]
+    out: list[tuple[str, Any]] = [
+        ("data.train_data_path", str(train_data)),
+        ("checkpointing.enabled", True),
+        ("checkpointing.checkpoint_dir", str(smoke_dir / "checkpoints")),
+        ("logger.log_dir", str(smoke_dir / "logs")),
+    ]
+    if grpo["val_period"] > 0:
+        if grpo["val_period"] != 1:
+            out.append(("grpo.val_period", 2))
+        out.append(("grpo.max_val_samples", min(grpo["max_val_samples"], grpo["val_batch_size"])))
+    return [(key, value) for key, value in out if lookup(cfg, key) != value]
+
+
+def train_subset(source: str, out: Path, rows: int) -> Path:
+    """The first `rows` prompts of the job's own data file (darling-prep-* output)."""
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError(
+            f"data.train_data_path={source}: not a file here; the smoke takes its first "
+            f"{rows} prompts from the job's prepared data (darling-prep-*)"
+        )
+    lines = [line for line in path.read_text().splitlines() if line.strip()][:rows]
+    if len(lines) < rows:
+        raise ConfigError(
+            f"data.train_data_path={source}: {len(lines)} prompts; the smoke's "
+            f"{STEPS_PER_SMOKE} steps need {rows}"
+        )
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def run_recipe_once(
+    recipe: Path,
+    config: Path,
+    steps: int,
+    env: dict[str, str],
+    log: Path,
+    phase: str,
+    timeout: float | None,
+) -> str:
+    """One recipe run as the user starts it, up to grpo.max_num_steps=steps; its log text."""
+    from darling_nemo.rehearsal.run import _last_error
+
+    cmd = [sys.executable, str(recipe), "--config", str(config), f"grpo.max_num_steps={steps}"]
+    with log.open("w") as out:
+        try:
+            proc = subprocess.run(
+                cmd,
+                env=env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise RehearsalFailure(phase, f"no result after {timeout:.0f} s (log: {log})") from None
+    text = log.read_text(errors="replace")
+    if proc.returncode != 0:
+        # the recipe's own one-line refusal (`darling_math: ...`, exit 2) where it made one
+        refusals = [line for line in text.splitlines() if line.startswith(f"{recipe.stem}: ")]
+        error = refusals[-1] if refusals else _last_error(text)
+        raise RehearsalFailure(phase, f"{error} (exit {proc.returncode}; log: {log})")
+    return text
+
+
+def plan_lines(
+    given: dict[str, Any], memory_report: Path | None, default_report: Path
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The memory table: darling-plan of the job's config against the memory report."""
+    from darling_nemo.plan.cli import detect_gpu_memory_gib
+    from darling_nemo.plan.estimate import STANDARD_GPUS, make_plan
+
+    path = memory_report or default_report
+    source = str(memory_report) if memory_report else "the policy workers' torch peaks"
+    if not path.is_file():
+        return [f"memory: not measured (no report at {path})"], []
+    measured = report.read_memory_report(path)
+    capacity = detect_gpu_memory_gib() or STANDARD_GPUS["80 GB (H100)"]
+    try:
+        plan = make_plan(given, capacity)
+    except ConfigError as err:
+        return [f"memory: no plan for this config ({err})"], []
+    rows = report.compare(plan.phases, measured)
+    data = [
+        {
+            "phase": r.phase,
+            "plan_gib": r.plan_gib,
+            "measured_gib": r.measured_gib,
+            "difference": r.difference,
+        }
+        for r in rows
+    ]
+    return report.memory_lines(rows, source), data
+
+
+def smoke(
+    recipe: Path,
+    config_path: str,
+    overrides: list[str],
+    task: str,
+    smoke_dir: Path,
+    memory_report: Path | None = None,
+    standins: bool = False,
+    before_run_2: Callable[[Path], None] | None = None,
+) -> int:
+    """The whole smoke; returns the exit status: 0 PASS, 1 a phase failed, 2 bad input.
+
+    memory_report: a report to read instead of the probe's (the CPU tests inject one).
+    before_run_2: called with the checkpoint folder between the runs (failure drills)."""
+    started = time.monotonic()
+    smoke_dir = smoke_dir.resolve()
+    print(f"smoke of {config_path} {' '.join(overrides)} in {smoke_dir}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    lines: list[str] = []
+    data: dict[str, Any] = {"config": config_path, "overrides": overrides}
+    phase = "prepare"
+    try:
+        ckpts = smoke_dir / "checkpoints"
+        if any(ckpts.glob("step_*")):
+            raise ConfigError(
+                f"--smoke-dir {smoke_dir}: its checkpoints/ already holds steps; a smoke "
+                "starts at step 0 (remove the folder or give another --smoke-dir)"
+            )
+        smoke_dir.mkdir(parents=True, exist_ok=True)
+        given = load_config(config_path, overrides)
+        from darling_nemo.rehearsal.contract import contract_phase
+
+        phase = "contract"
+        contract_phase(config_path, overrides)  # the rehearsal's first phase, before anything
+        phase = "prepare"
+        with ExitStack() as stack:
+            if standins:
+                base_path, base_overrides, env, timeout = _standin_world(
+                    recipe, config_path, overrides, task, stack
+                )
+                resume_marker, tolerance = "weights read back", REHEARSAL_PROB_ERROR_TOLERANCE
+            else:
+                from darling_nemo.nemo_rl.adapter import require_nemo_rl
+
+                require_nemo_rl(f"uv run {recipe.relative_to(REPO)} --config {config_path} --smoke")
+                base_path, base_overrides, env, timeout = (
+                    config_path,
+                    list(overrides),
+                    dict(os.environ),
+                    None,
+                )
+                env[MEMORY_REPORT_ENV] = str(smoke_dir / "memory.jsonl")
+                (smoke_dir / "memory.jsonl").unlink(missing_ok=True)  # an earlier attempt's
+                resume_marker, tolerance = None, GPU_PROB_ERROR_TOLERANCE
+            base = load_config(base_path, base_overrides)
+            rows = STEPS_PER_SMOKE * base["grpo"]["num_prompts_per_step"]
+            subset = train_subset(base["data"]["train_data_path"], smoke_dir / "train.jsonl", rows)
+            changes = smoke_overrides(base, smoke_dir, subset)
+            for key, value in changes:
+                print(f"  smoke {key}: {lookup(base, key)!r} -> {value!r}", flush=True)
+            print(
+                f"  smoke grpo.max_num_steps: {base['grpo']['max_num_steps']!r} -> "
+                f"{RUNS[0][1]} (run 1), {RUNS[1][1]} (run 2)",
+                flush=True,
+            )
+            cfg = load_config(
+                base_path, [*base_overrides, *(f"{k}={json.dumps(v)}" for k, v in changes)]
+            )
+            config = smoke_dir / "smoke_config.yaml"
+            save_config(cfg, config)
+            print("phase prepare (data subset, smoke config): PASS", flush=True)
+            run_scalars = []
+            for phase, steps, trained, resumed in RUNS:
+                if resumed and before_run_2 is not None:
+                    before_run_2(ckpts)
+                t0 = time.monotonic()
+                text = run_recipe_once(
+                    recipe,
+                    config,
+                    steps,
+                    env,
+                    smoke_dir / f"run{len(run_scalars) + 1}.log",
+                    phase,
+                    timeout,
+                )
+                val_period = cfg["grpo"]["val_period"]
+                expect = Expect(
+                    trained=trained,
+                    validated=tuple(s for s in trained if val_period and s % val_period == 0),
+                    resumed=resumed,
+                    resume_marker=resume_marker,
+                    prob_error_tolerance=tolerance,
+                )
+                run_scalars.append(verify_run(text, cfg, phase, smoke_dir / "logs", ckpts, expect))
+                print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
+                data[f"run{len(run_scalars)}_s"] = round(time.monotonic() - t0, 1)
+        phase = "report"
+        memory, data["memory"] = plan_lines(given, memory_report, smoke_dir / "memory.jsonl")
+        darling = validate_darling(cfg["darling"])
+        streamed = darling.judge_during_generation and not stream_fallbacks(cfg, darling)
+        mode = report.judge_mode(darling.overlap and not overlap_fallbacks(cfg), streamed)
+        lines = memory + report.time_lines(run_scalars[0], 2, task, mode)
+        data["step_2_times_s"] = report.step_times(run_scalars[0], 2)
+        for line in lines:
+            print(line, flush=True)
+    except ConfigError as err:  # bad input (a data file, no NeMo-RL): exit 2
+        first, *rest = str(err).splitlines()
+        for line in rest:  # what to do instead, above the one-line verdict
+            print(line, flush=True)
+        return _verdict(smoke_dir, lines, data, f"smoke: FAIL at {phase}: {first}", 2)
+    except RehearsalFailure as failure:
+        return _verdict(
+            smoke_dir, lines, data, f"smoke: FAIL at {failure.phase}: {failure.error}", 1
+        )
+    except Exception as err:  # anything unforeseen is still one clear line
+        return _verdict(
+            smoke_dir, lines, data, f"smoke: FAIL at {phase}: {type(err).__name__}: {err}", 1
+        )
+    elapsed = time.monotonic() - started
+    return _verdict(
+        smoke_dir, lines, data, f"smoke: PASS ({elapsed:.0f} s; report in {smoke_dir})", 0
+    )
+
+
+def _verdict(
+    smoke_dir: Path, lines: list[str], data: dict[str, Any], verdict: str, code: int
+) -> int:
+    """The report files (also of a failed smoke: what was measured so far), then the line."""
+    data["verdict"] = verdict
+    report.write_report(smoke_dir, [*lines, verdict], data)
+    print(verdict, flush=True)
+    return code
+
+
+def _standin_world(
+    recipe: Path, config_path: str, overrides: list[str], task: str, stack: ExitStack
+) -> tuple[str, list[str], dict[str, str], float]:
+    """The rehearsal's world for a CPU smoke: tiny models and the shrunk config (printed),
+    the served judge's classifier on 127.0.0.1, a private Ray with fake GPUs, the stand-in
+    workers on every process's path. Returns (config, overrides, env, timeout per run)."""
+    from darling_nemo.rehearsal.run import (
+        Rehearsal,
+        _free_port,
+        prepare,
+        start_judge_server,
+        start_ray,
+    )
+
+    # Ray's socket paths must stay short: the world lives in /tmp, not in the smoke folder.
+    workdir = Path(tempfile.mkdtemp(prefix="darling-smoke-standins-", dir="/tmp"))
+    r = Rehearsal(recipe, config_path, list(overrides), task, workdir)
+    judge_port = _free_port()
+    shrunk_path, _, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
+    if shrunk["darling"]["judge"]["kind"] == "served":
+        start_judge_server(r, stack, judge_port, None)
+    start_ray(r, stack, shrunk["cluster"]["gpus_per_node"] * shrunk["cluster"]["num_nodes"])
+    print(f"phase stand-ins (rehearsal world in {workdir}): PASS", flush=True)
+    return str(shrunk_path), [], r.env, STANDIN_RUN_TIMEOUT_S
