@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # One torch thread: on a small shared CI machine, thread oversubscription makes a tiny
@@ -75,3 +76,22 @@ def scale_rewards_and_baseline(cfg: dict, batch, input_ids) -> tuple:
         leave_one_out_baseline=cfg["grpo"]["use_leave_one_out_baseline"],
     )
     return batch, baseline, std
+
+
+def start_local_ray(**init_kwargs: Any) -> None:
+    """`ray.init(**init_kwargs)` for a test's own local cluster, tried up to three times.
+
+    Ray waits a fixed 30 s for its raylet to register (ray/_private/node.py); on a 2-core
+    machine at a load average of 20 (measured: three suites at once beside two busy loops)
+    that wait ran out in 3 setups of one fresh-clone run. Only that start-up timeout is
+    retried; any other error is the test's to report."""
+    import ray
+
+    for attempt in range(3):
+        try:
+            ray.init(**init_kwargs)
+            return
+        except Exception as err:  # ray raises a bare Exception for this one
+            if "timed out during startup" not in str(err) or attempt == 2:
+                raise
+            ray.shutdown()

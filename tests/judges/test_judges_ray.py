@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from helpers import start_local_ray
 
 from darling_nemo.judges import make_judge
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
@@ -32,7 +33,7 @@ def cluster(tmp_path_factory):
 
     saved = getattr(ray_constants, "RAY_ENABLE_UV_RUN_RUNTIME_ENV", None)
     ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
-    ray.init(
+    start_local_ray(
         num_cpus=4,  # logical: two actors of one CPU each plus room for tasks
         include_dashboard=False,
         log_to_driver=False,

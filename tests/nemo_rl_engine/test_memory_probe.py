@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import start_local_ray
 
 ray = pytest.importorskip("ray")
 
@@ -70,7 +71,7 @@ def local_ray(tmp_path_factory):
     if ray.is_initialized():
         yield
         return
-    ray.init(
+    start_local_ray(
         num_cpus=1,
         include_dashboard=False,
         log_to_driver=False,

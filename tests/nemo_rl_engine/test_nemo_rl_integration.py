@@ -34,7 +34,7 @@ pytestmark = pytest.mark.nemo_rl
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from helpers import REPO, scale_rewards_and_baseline  # noqa: E402
+from helpers import REPO, scale_rewards_and_baseline, start_local_ray  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from darling_nemo.config import load_config, load_yaml_with_defaults  # noqa: E402
@@ -472,7 +472,7 @@ def ray_cluster():
         pytest.skip("a Ray session is already running in this process")
     # Our own temp dir (short: Ray's socket paths are length-limited), our own cluster.
     temp_dir = tempfile.mkdtemp(prefix="dn_ray_", dir="/tmp")
-    ray.init(
+    start_local_ray(
         num_cpus=4,
         include_dashboard=False,
         _temp_dir=temp_dir,
