@@ -214,7 +214,7 @@ def override(cmd: list[str], key: str) -> str | None:
 def assert_recipe_accepts(driver_cmd: list[str]) -> None:
     """Run the driver's command line through the real recipe's --dry-run (no NeMo-RL needed)."""
     assert driver_cmd[:2] == ["uv", "run"]  # in the image: NeMo-RL's environment, never synced
-    res = run_python(*driver_cmd[2:], "--dry-run", timeout=120)
+    res = run_python(*driver_cmd[2:], "--dry-run", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -577,7 +577,7 @@ def test_serve_classifiers_dry_run_is_accepted_by_darling_serve_classifiers(clus
         in res.stdout
     )
     # The real darling-serve-classifiers accepts exactly these arguments.
-    check = run_python(*cmd[1:], "--dry-run", timeout=60)
+    check = run_python(*cmd[1:], "--dry-run", timeout=300)
     assert check.returncode == 0, check.stderr
     assert check.stdout.count("--task classify") == 4
     del env["CLASSIFIER_MODEL"]
@@ -1049,7 +1049,7 @@ def test_usr1_during_the_driver_waits_for_it_then_requeues(cluster):
             time.sleep(0.1)
         time.sleep(0.3)
         job.send_signal(signal.SIGUSR1)
-        stdout, stderr = job.communicate(timeout=60)
+        stdout, stderr = job.communicate(timeout=300)
     finally:
         job.kill()
     assert job.returncode == 0, stdout + stderr
@@ -1104,7 +1104,7 @@ def test_run_to_the_end_keeps_the_status_when_usr1_lands_as_the_step_exits(tmp_p
         start_new_session=True,
     )
     try:
-        out, _ = job.communicate(timeout=120)
+        out, _ = job.communicate(timeout=300)
     except subprocess.TimeoutExpired:
         os.killpg(job.pid, signal.SIGKILL)
         pytest.fail(f"run_to_the_end hung:\n{job.communicate()[0][-2000:]}")

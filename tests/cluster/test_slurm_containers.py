@@ -68,7 +68,7 @@ def test_build_passes_every_pin_and_the_environment_wins(stand_ins):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     argv = shlex.split((tmp_path / "log").read_text())

@@ -298,7 +298,7 @@ def test_slurm_job_dry_run(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     commands = [x for x in proc.stdout.splitlines() if x.startswith("+ srun")]
@@ -314,7 +314,7 @@ def test_slurm_job_dry_run(tmp_path):
         env={**env, "MODEL": ""},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert bad.returncode != 0 and "MODEL is not set" in bad.stderr
 
