@@ -248,6 +248,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-model-len", type=int, default=None, help="default: the model's")
     p.add_argument("--max-batch-size", type=int, default=32, help="texts per forward pass")
     p.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        help="vLLM's flag, accepted so the same command line runs here; no memory pool: ignored",
+    )
+    p.add_argument(
         "--die-at-classify",
         type=int,
         default=None,

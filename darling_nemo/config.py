@@ -392,6 +392,8 @@ def check_judge_models(judge: BaseModel, key: str = "darling.judge") -> None:
         check_model_path(judge.model, f"{key}.model")
     elif isinstance(judge, ServedJudgeConfig):
         check_model_path(judge.tokenizer, f"{key}.tokenizer")
+        if judge.launch is not None:
+            check_model_path(judge.launch.model, f"{key}.launch.model")
         if judge.fallback is not None:
             check_judge_models(judge.fallback, f"{key}.fallback")
     elif isinstance(judge, RayPoolJudgeConfig):

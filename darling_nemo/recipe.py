@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -227,33 +228,44 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
             )
         return 0
 
-    # 4. NeMo-RL (where it is not installed: how to run it), then this machine's paths and a
-    #    served judge; nothing is written before.
+    # 4. NeMo-RL (where it is not installed: how to run it), then this machine's paths, the
+    #    one-node configs' own classifier server (darling.judge.launch: started here, stopped
+    #    when the run ends however it ends) and a served judge's probe; nothing is written
+    #    before.
     from darling_nemo.judges import JudgeError
+    from darling_nemo.judges.node_server import NodeServerError, start_node_judge
     from darling_nemo.nemo_rl import adapter as nemo
 
-    try:
-        nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
-        check_nemo_rl_paths(cfg, checked)
-        # served judge probed, numbered log dir, Ray, tokenizer, generation config
-        cfg, tokenizer = nemo.start(cfg, checked)
-    except (ConfigError, JudgeError) as err:
-        return report_error(prog, f"{config_path}: {err}")
-    save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
+    with ExitStack() as services:
+        try:
+            nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
+            check_nemo_rl_paths(cfg, checked)
+            cfg, checked = start_node_judge(cfg, checked, services)
+            # served judge probed, numbered log dir, Ray, tokenizer, generation config
+            cfg, tokenizer = nemo.start(cfg, checked)
+        except NodeServerError as err:  # the server did not start: the job failed
+            print(f"{prog}: {err}", file=sys.stderr, flush=True)
+            return 1
+        except (ConfigError, JudgeError) as err:
+            return report_error(prog, f"{config_path}: {err}")
+        except KeyboardInterrupt:
+            return report_interrupt(prog, "nothing was trained yet")
+        save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
 
-    # 5. Prompts + the task's quality environment (math-verify, or the reward model).
-    data = nemo.setup_data(tokenizer, cfg, task.name)
+        # 5. Prompts + the task's quality environment (math-verify, or the reward model).
+        data = nemo.setup_data(tokenizer, cfg, task.name)
 
-    # 6. NeMo-RL setup() + grpo_train(), DARLING reward after every rollout.
-    try:
-        nemo.train(cfg, tokenizer, data, checked)
-    except nemo.DriverFailed as failed:
-        print(failed, file=sys.stderr, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        return report_interrupt(
-            prog,
-            f"NeMo-RL's checkpoints saved so far are in {cfg['checkpointing']['checkpoint_dir']}; "
-            "the same command resumes from the newest",
-        )
+        # 6. NeMo-RL setup() + grpo_train(), DARLING reward after every rollout.
+        try:
+            nemo.train(cfg, tokenizer, data, checked)
+        except nemo.DriverFailed as failed:
+            print(failed, file=sys.stderr, flush=True)
+            return 1
+        except KeyboardInterrupt:
+            return report_interrupt(
+                prog,
+                "NeMo-RL's checkpoints saved so far are in "
+                f"{cfg['checkpointing']['checkpoint_dir']}; the same command resumes from the "
+                "newest",
+            )
     return 0

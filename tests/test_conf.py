@@ -12,7 +12,7 @@ from helpers import REPO
 
 from darling_nemo.config import load_config, load_yaml_with_defaults
 from darling_nemo.nemo_rl.checks import unknown_config_keys, validate_nemo_rl_config
-from darling_nemo.schema import ConfigError
+from darling_nemo.schema import PAIR_TEMPLATES, ConfigError
 
 CONF = REPO / "conf"
 COMMON = CONF / "base" / "common.yaml"
@@ -41,11 +41,16 @@ def test_recipe_config_loads_and_validates(path):
     if path.stem in RIVALS:  # outcome exploration compares answers with math-verify instead
         assert darling.calls_judge == (path.stem != "math_qwen3_4b_outcome")
         return
-    # the paper's setups serve the classifier on a node of its own; the one-node defaults of
-    # the no-argument recipes judge in the driver
-    assert darling.judge.kind == ("embedding" if "_1node_" in path.name else "served")
-    if darling.judge.kind == "embedding":  # the calibrated judge over the shipped MiniLM
-        assert darling.judge.head == "calibrated" and darling.judge.model is None
+    # every setup serves the paper's classifier: the cluster configs on a node of its own,
+    # the one-node defaults of the no-argument recipes from a server the recipe starts on
+    # the node's own GPU 0 (the calibrated CPU judge when no GPU is visible)
+    assert darling.judge.kind == "served"
+    launch = darling.judge.launch
+    assert (launch is not None) == ("_1node_" in path.name)
+    if launch is not None:
+        assert launch.model == PAIR_TEMPLATES[darling.judge.template].reference_model
+        assert launch.needs_gpu and launch.no_gpu == "embedding"
+        assert [e.url for e in darling.judge.endpoints] == [f"http://127.0.0.1:{launch.port}"]
 
 
 @pytest.mark.parametrize("path", RECIPE_CONFIGS, ids=lambda p: p.name)

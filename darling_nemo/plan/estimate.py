@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,31 @@ def _classifier_server_phase(
     return classifier_phase(classifier, capacity, utilization, max_len)
 
 
+def _with_node_server(
+    phases: list[Phase], judge: ServedJudgeConfig, capacity: float
+) -> list[Phase]:
+    """darling.judge.launch: the recipe's own classifier server holds its claim on GPU
+    launch.gpu for the whole run, beside whichever worker Ray places there (a policy or a
+    reward-model worker: the plan assumes the worst, every phase of every GPU). Its claim is
+    added to each phase; its own phase checks that the claim holds the classifier."""
+    launch = judge.launch
+    assert launch is not None
+    claim = launch.gpu_memory_utilization * capacity
+    server = Term(
+        "classifier server",
+        f"darling.judge.launch.gpu_memory_utilization {launch.gpu_memory_utilization} x "
+        f"{gib(capacity)} (resident all run, GPU {launch.gpu})",
+        claim,
+    )
+    shared = [replace(p, terms=[*p.terms, server]) for p in phases]
+    own = _classifier_server_phase(
+        judge, capacity, launch.model, launch.gpu_memory_utilization, launch.max_model_len
+    )
+    own.name = "classifier (node)"
+    own.where = f"the recipe's own server on GPU {launch.gpu}: " + own.where.split(": ", 1)[1]
+    return [*shared, own]
+
+
 def make_plan(
     cfg: dict[str, Any],
     capacity_gib: float,
@@ -130,10 +155,13 @@ def make_plan(
     if lay.reward_model:
         reward = resolve_architecture(lay.reward_model, "env.reward_model.model_name")
         phases.append(reward_model_phase(reward, lay.reward_model_tokens))
-    if isinstance(lay.darling.judge, ServedJudgeConfig):
+    judge = lay.darling.judge
+    if isinstance(judge, ServedJudgeConfig) and judge.launch is not None:
+        phases = _with_node_server(phases, judge, capacity)
+    elif isinstance(judge, ServedJudgeConfig):
         phases.append(
             _classifier_server_phase(
-                lay.darling.judge,
+                judge,
                 capacity,
                 classifier_model,
                 classifier_gpu_memory_utilization,

@@ -333,7 +333,10 @@ def rehearse(
             judge_port = _free_port()
             config, given, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
             print("phase prepare (tiny models, prompts, shrunk config): PASS", flush=True)
-            if shrunk["darling"]["judge"]["kind"] == "served":
+            launched = shrunk["darling"]["judge"].get("launch")
+            if launched:  # the recipe starts and stops the stand-in itself, in each run
+                print(f"phase judge server (started by the recipe: {launched['executable']})")
+            elif shrunk["darling"]["judge"]["kind"] == "served":
                 phase = "judge server"
                 start_judge_server(r, stack, judge_port, judge_dies_after)
                 print(f"phase judge server (classify_server on 127.0.0.1:{judge_port}): PASS")

@@ -12,12 +12,15 @@ same loader as the real run. Only sizes, paths and services change:
   nodes of at most the config's GPUs per node, the reward model on 1 GPU of its own node;
 - data -> the rehearsal's few prompts; checkpoints and logs -> the rehearsal folder, saved
   every step; validation every step when the config validates at all;
-- the served judge -> the rehearsal's classifier server; online loggers off.
+- the served judge -> the rehearsal's classifier server (the one-node configs' own server,
+  darling.judge.launch: the tiny classifier on CPU, which the recipe starts); online
+  loggers off.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 MAX_NEW_TOKENS = 16
@@ -149,7 +152,18 @@ def shrink_overrides(
             ("env.reward_model.resources.num_nodes", cluster["rm_nodes"]),
         ]
     judge = cfg["darling"]["judge"]
-    if judge["kind"] == "served":
+    if judge["kind"] == "served" and judge.get("launch") and judge_url and classifier_dir:
+        # the one-node configs: the recipe itself starts the stand-in server on CPU
+        out += [
+            ("darling.judge.launch.model", classifier_dir),
+            ("darling.judge.launch.port", int(judge_url.rsplit(":", 1)[1])),
+            (
+                "darling.judge.launch.executable",
+                f"{sys.executable} -m darling_nemo.classify_server",
+            ),
+            ("darling.judge.launch.needs_gpu", False),
+        ]
+    elif judge["kind"] == "served":
         out.append(("darling.judge.endpoints", [judge_url]))
     elif judge["kind"] == "cross_encoder":
         out.append(("darling.judge.model", classifier_dir))

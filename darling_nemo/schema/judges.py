@@ -198,6 +198,39 @@ class ServedEndpoint(Strict):
         return url.rstrip("/")
 
 
+class NodeServerConfig(Strict):
+    """`darling.judge.launch`: the recipe starts the classifier server on this node itself.
+
+    Before training, the NeMo-RL recipe runs `EXECUTABLE serve MODEL --task classify --host
+    127.0.0.1 --port PORT --gpu-memory-utilization F [--max-model-len L] EXTRA_ARGS` with
+    CUDA_VISIBLE_DEVICES=GPU, waits until GET /health answers (at most `ready_timeout_s`),
+    points the judge at it, and stops it when the run ends (normally, on an error, on Ctrl-C
+    or SIGTERM). The server shares GPU `gpu` with a policy or reward-model worker:
+    darling-plan adds its claim (F x the GPU's memory) to every phase of that GPU.
+
+    No GPU visible and `needs_gpu` (vLLM needs one): `no_gpu` says what happens; embedding,
+    the calibrated CPU judge (docs/calibrated-judge.md) in the driver, one line printed.
+    """
+
+    model: str = "dogtooth/similarity-classifier-f168-hf"  # path or hub name
+    gpu: int = Field(0, ge=0)  # the node's CUDA device the server runs on
+    port: int = Field(8000, ge=1, le=65535)  # on 127.0.0.1
+    # vLLM's budget on that GPU (weights, activations, KV cache); darling-plan counts it.
+    gpu_memory_utilization: float = Field(0.06, gt=0.0, lt=1.0)
+    max_model_len: int | None = Field(None, ge=8)  # None: the model's own
+    executable: str = "vllm"  # "python -m darling_nemo.classify_server" serves on CPU
+    extra_args: list[str] = Field(default_factory=list)  # appended to the command
+    needs_gpu: bool = True  # false for the CPU stand-in (the rehearsal's)
+    no_gpu: Literal["embedding", "fail"] = "embedding"
+    ready_timeout_s: float = Field(900.0, gt=0)  # vLLM downloads and compiles on first start
+    stop_timeout_s: float = Field(30.0, gt=0)  # SIGTERM, then SIGKILL after this
+    log_file: str | None = None  # None: <logger.log_dir>/classifier_server.log
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
 class ServedJudgeConfig(_DerivedThreshold):
     """Client of `vllm serve --task classify` servers (OpenAI-style `POST /classify`).
 
@@ -236,9 +269,25 @@ class ServedJudgeConfig(_DerivedThreshold):
     # NeMo-RL runs probe every endpoint before setup(): a wrong URL fails in seconds.
     probe_timeout_s: float = Field(10.0, gt=0)
     fallback: FallbackJudgeConfig | None = None  # None: fail loudly when the servers fail
+    # The one-node configs: the recipe starts and stops the server itself (NodeServerConfig);
+    # `endpoints` is then that server's and is not set by hand.
+    launch: NodeServerConfig | None = None
 
     def _derived_threshold(self) -> float:
         return PAIR_TEMPLATES[self.template].threshold
+
+    @model_validator(mode="after")
+    def _launch_sets_endpoints(self) -> ServedJudgeConfig:
+        if self.launch is None:
+            return self
+        own = [ServedEndpoint(url=self.launch.url)]
+        if "endpoints" in self.model_fields_set and self.endpoints != own:
+            raise ValueError(
+                f"`endpoints` with `launch`: the recipe serves the judge itself at "
+                f"{self.launch.url}; drop `endpoints` or set `launch: null`"
+            )
+        object.__setattr__(self, "endpoints", own)
+        return self
 
     @model_validator(mode="after")
     def _tokens_need_tokenizer(self) -> ServedJudgeConfig:

@@ -1,0 +1,50 @@
+"""A stand-in for `vllm serve` in the node-server tests: a real HTTP server on 127.0.0.1.
+
+    python tests/judges/health_server.py serve MODE --task classify --host H --port P ...
+
+MODE ok: GET /health answers 200; never: it answers 503 forever; exit: exits with status 3
+before listening. Writes its pid and CUDA_VISIBLE_DEVICES (or "-") to $HEALTH_SERVER_RECORD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("command", choices=["serve"])
+    p.add_argument("mode", choices=["ok", "never", "exit"])
+    p.add_argument("--task", required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--gpu-memory-utilization", type=float, required=True)
+    p.add_argument("--max-model-len", type=int)
+    args = p.parse_args()
+    record = os.environ.get("HEALTH_SERVER_RECORD")
+    if record:
+        Path(record).write_text(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')}")
+    if args.mode == "exit":
+        print("health_server: asked to fail at start", flush=True)
+        return 3
+    status = 200 if args.mode == "ok" else 503
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    print(f"health_server: {args.mode} on {args.host}:{args.port}", flush=True)
+    ThreadingHTTPServer((args.host, args.port), Health).serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
