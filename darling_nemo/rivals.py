@@ -76,11 +76,21 @@ def outcome_penalty(answer_ids: Sequence[int], coef: float) -> np.ndarray:
     answer). Counting j = i too only shifts every b_i by -coef / n, which no group baseline
     sees, so either form trains the same advantages.
 
-    NOT VERIFIED against the paper's text: the stored copies of arXiv 2509.06941 available
-    when this was written hold only its abstract ("batch exploration, which penalizes
-    within-batch repetition to promote test-time diversity"). The count-over-n form and
-    `coef` (darling.outcome.coef) are this package's reading; check Section 5 of the paper
-    before quoting a comparison as the paper's method.
+    Against the paper (Section 5, as quoted in a public reading of it; the paper's own
+    Section 5 was not readable from this project's machines): the per-response term is the
+    paper's, A_i = -(1/G) sum_{j != i} 1[o_i = o_j], with G = n. Where it goes differs.
+    The paper adds lambda * A_i to the GRPO advantage of the correctness reward (after that
+    advantage's std division), uncentred. Here it is added to the reward, before the
+    engine's group-mean baseline, because both engines' hooks write rewards, not advantages
+    (NeMo-RL v0.4.0's scale_rewards, TRL's reward functions). So this package trains
+    A_paper_term - coef * mean_group(b): the two differ by one constant per group, which
+    leaves the expected score-function gradient unchanged but not each step. Example: a
+    group whose n answers all agree gets -coef (n - 1)/n on every response in the paper's
+    form, 0 here. The task term is std-normalised in the paper (darling.normalize_std=true
+    divides the whole reward here). The paper's lambda was not found in the sources at hand:
+    `coef` (darling.outcome_coef, 0.5) is this package's untuned choice. The answer-token
+    mask and all-correct gating the paper describes for historical exploration are not
+    applied.
     """
     ids = np.asarray(answer_ids, dtype=np.int64)
     n = ids.size

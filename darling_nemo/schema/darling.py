@@ -34,7 +34,8 @@ class DarlingConfig(Strict):
     method: Method = Method.DARLING
     k: int = Field(4, ge=1)  # method pass_at_k: the k of pass@k; at most the group size
     # method outcome: reward = quality - outcome_coef * (other responses with the same
-    # answer) / n. Not checked against the paper's text (rivals.outcome_penalty).
+    # answer) / n; the paper's per-response term, placed before the group baseline and with
+    # an untuned coefficient (rivals.outcome_penalty says how it differs from the paper).
     outcome_coef: float = Field(0.5, ge=0.0)
     diversity_weight: float = Field(1.0, ge=0.0)  # fusion gdpo: z(q) + diversity_weight z(d)
     diversity: Diversity = Diversity.SEMANTIC

@@ -177,6 +177,37 @@ def test_outcome_ignores_the_short_answer_rule():
     assert batch.class_ids.tolist() == [0, 1]
 
 
+def test_outcome_differs_from_the_papers_placement_by_a_group_constant_by_hand():
+    # docs/rivals.md: the paper adds coef * b to the task advantage, uncentred; here b is added
+    # to the reward before the group baseline. Group of 4, answers [A, A, A, B], q [1, 1, 1, 0],
+    # coef 0.5: b = -[2, 2, 2, 0]/4 = [-0.5, -0.5, -0.5, 0].
+    # here: reward q + 0.5 b = [0.75, 0.75, 0.75, 0], mean 0.5625 -> [0.1875 x 3, -0.5625]
+    # paper (no std): (q - 0.75) + 0.5 b = [0.25 - 0.25 x 3, -0.75 + 0] = [0, 0, 0, -0.75]
+    # difference 0.1875 on every response = -0.5 * mean(b) = -0.5 * (-1.5 / 4)
+    s = validate_darling({"method": "outcome", "outcome_coef": 0.5}).settings()
+    batch = darling_batch(["4", "4", "4", "7"], [1, 1, 1, 0], [0] * 4, None, s)
+    np.testing.assert_allclose(batch.advantage, [0.1875, 0.1875, 0.1875, -0.5625])
+    paper = np.array([1, 1, 1, 0]) - 0.75 + outcome_penalty([0, 0, 0, 1], 0.5)
+    np.testing.assert_allclose(paper, [0, 0, 0, -0.75])
+    np.testing.assert_allclose(batch.advantage - paper, [0.1875] * 4)
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1)), min_size=2, max_size=8),
+    st.floats(0, 2),
+)
+def test_outcome_differs_from_the_papers_placement_by_a_group_constant(rows, coef):
+    answers = [a for a, _ in rows]
+    q = np.array([float(c) for _, c in rows])
+    s = validate_darling({"method": "outcome", "outcome_coef": coef}).settings()
+    texts = [f"answer {a}" for a in answers]  # equal answers are equal texts: no judge needed
+    batch = darling_batch(texts, q, [0] * len(rows), lambda p: [0.0] * len(p), s)
+    bonus = outcome_penalty(answers, coef)
+    paper = (q - q.mean()) + bonus
+    np.testing.assert_allclose(batch.advantage - paper, -bonus.mean(), atol=1e-12)
+
+
 @settings(max_examples=100)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=10), st.floats(0, 2))
 def test_outcome_penalty_counts_repeats(ids, coef):
