@@ -174,6 +174,18 @@ def _policy_share(
     return policy_nodes, policy_gpus
 
 
+def policy_world_size(cfg: dict[str, Any]) -> int:
+    """The policy's GPUs (Megatron's world size), as NeMo-RL v0.4.0's grpo.setup() assigns them."""
+    nodes, gpus = _policy_share(
+        cfg,
+        size(cfg, "cluster.num_nodes"),
+        size(cfg, "cluster.gpus_per_node"),
+        bool(optional(cfg, f"{GENERATION}.colocated.enabled")),
+        bool(optional(cfg, f"{REWARD_MODEL}.enabled")),
+    )
+    return nodes * gpus
+
+
 def read_layout(cfg: dict[str, Any]) -> Layout:
     """Pull the memory-relevant keys out of a resolved NeMo-RL MasterConfig."""
     if not required(cfg, f"{MEGATRON}.enabled"):

@@ -18,6 +18,7 @@ from helpers import REPO, run_python
 
 from darling_nemo.config import load_config
 from darling_nemo.nemo_rl.adapter import OVERLAP_ON
+from darling_nemo.rehearsal.contract_megatron_worker import sources as megatron_sources
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
 
 NEMO_RL_CONFIGS = sorted(
@@ -186,10 +187,12 @@ def test_rehearsal_passes(config):
     logs = Path(re.search(r"logs in (\S+?)\)", out).group(1))
     for run in ("run1.log",) if run_1_only else ("run1.log", "run2.log"):
         assert OVERLAP_ON in (logs / run).read_text(), run
-    for phase in (
-        ("contract (megatron)", "prepare", "ray", "run 1")
-        if run_1_only
-        else ("contract (megatron)", "prepare", "ray", "run 1", "run 2")
+    # NeMo-RL's own Megatron worker path too, where the pinned sources are installed (.ci/run)
+    contracts = ("contract (megatron)",) + (
+        ("contract (megatron worker)",) if megatron_sources()[0] else ()
+    )
+    for phase in contracts + (
+        ("prepare", "ray", "run 1") if run_1_only else ("prepare", "ray", "run 1", "run 2")
     ):
         assert any(
             line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines()
