@@ -123,7 +123,44 @@ def test_sources_say_why_they_are_missing_or_wrong(tmp_path: Path) -> None:
     assert found is None and f"Megatron-Bridge is at {'0' * 40}, not the pinned" in why
     record["Megatron-Bridge"]["commit"] = PINNED["Megatron-Bridge"]
     (tmp_path / SOURCES_FILE).write_text(json.dumps(record))
-    assert sources(str(tmp_path)) == ({"Megatron-LM": str(lm), "Megatron-Bridge": str(bridge)}, "")
+    # the folders to import from: Megatron-LM's root, Megatron-Bridge's src/
+    roots = {"Megatron-LM": str(lm), "Megatron-Bridge": str(bridge / "src")}
+    assert sources(str(tmp_path)) == (roots, "")
+
+
+def _installed_copy(root: Path, bridge_version: str) -> None:
+    """megatron/core and megatron/bridge as an installed environment holds them."""
+    for package, version in (("core", ("0", "15", "0", "rc3")), ("bridge", bridge_version)):
+        folder = root / "megatron" / package
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+        major, minor, patch, pre = version
+        (folder / "package_info.py").write_text(
+            f"MAJOR = {major}\nMINOR = {minor}\nPATCH = {patch}\nPRE_RELEASE = '{pre}'\n"
+        )
+
+
+@pytest.mark.parametrize("bridge_version", [("0", "1", "0", "rc0"), ("0", "1", "0", "rc1")])
+def test_an_installed_copy_is_used_at_the_pinned_versions_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bridge_version: tuple[str, ...]
+) -> None:
+    # NeMo-RL's container installs both packages; no sources file there.
+    _installed_copy(tmp_path / "site", bridge_version)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    try:
+        found, why = sources(str(tmp_path / "env"))
+    finally:
+        for name in [m for m in sys.modules if m == "megatron" or m.startswith("megatron.")]:
+            del sys.modules[name]
+    if bridge_version[3] == "rc0":
+        site = str(tmp_path / "site")
+        assert (found, why) == ({"Megatron-LM": site, "Megatron-Bridge": site}, "")
+    else:
+        assert found is None
+        assert why == (
+            "megatron.bridge 0.1.0rc1 is installed here, not NeMo-RL v0.4.0's pin 0.1.0rc0 "
+            "(Megatron-Bridge 62f4704)"
+        )
 
 
 def _archive_of_a_new_commit(folder: Path) -> Path:

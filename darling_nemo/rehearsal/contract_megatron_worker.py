@@ -54,6 +54,13 @@ PINNED = {
 }
 # Written by containers/megatron_contract_env.sh into the environment it extends.
 SOURCES_FILE = "megatron_sources.json"
+IMPORT_ROOT = {"Megatron-LM": ".", "Megatron-Bridge": "src"}  # the folder holding megatron/
+# What the pinned commits call themselves (package_info.py), for an installed copy (NeMo-RL's
+# container installs both from its 3rdparty/ submodules).
+INSTALLED = {
+    "Megatron-LM": ("megatron.core", "0.15.0rc3"),
+    "Megatron-Bridge": ("megatron.bridge", "0.1.0rc0"),
+}
 ENV_SCRIPT = "containers/megatron_contract_env.sh"
 TE_VERSION = "2.5.0"
 # Per family, the config.json values the architecture table does not hold (from the
@@ -92,23 +99,66 @@ class ContractError(Exception):
 
 
 def sources(prefix: str | None = None) -> tuple[dict[str, str] | None, str]:
-    """(name -> source folder, '') when the environment at `prefix` (default: this one) has
-    the pinned sources installed, else (None, why not)."""
+    """(name -> the folder to import it from, '') where the pinned sources are at hand, else
+    (None, why not). Either containers/megatron_contract_env.sh recorded them in the
+    environment at `prefix` (default: this one), or they are installed as NeMo-RL's container
+    installs them, at the pinned versions."""
     prefix = prefix or sys.prefix
     file = Path(prefix) / SOURCES_FILE
     if not file.exists():
+        installed, why = _installed()
+        if installed or why:
+            return installed, why
         return None, (
             f"the pinned Megatron-LM and Megatron-Bridge sources are not installed in this "
             f"environment ({prefix}): run {ENV_SCRIPT} MEGATRON_LM MEGATRON_BRIDGE {prefix}"
         )
     found = json.loads(file.read_text())
+    roots = {}
     for name, commit in PINNED.items():
         entry = found.get(name, {})
         if entry.get("commit") != commit:
             return None, f"{file}: {name} is at {entry.get('commit')}, not the pinned {commit}"
         if not Path(entry.get("path", "")).is_dir():
             return None, f"{file}: {name}'s folder {entry.get('path')!r} is gone"
-    return {name: found[name]["path"] for name in PINNED}, ""
+        roots[name] = str(Path(entry["path"]) / IMPORT_ROOT[name])
+    return roots, ""
+
+
+def _package_version(package_info: Path) -> str:
+    """`__version__` of a Megatron package_info.py, read without importing it."""
+    if not package_info.exists():
+        return "?"
+    values = dict(
+        re.findall(
+            r"^(MAJOR|MINOR|PATCH|PRE_RELEASE) = ['\"]?(\w*)", package_info.read_text(), re.M
+        )
+    )
+    return "{MAJOR}.{MINOR}.{PATCH}{PRE_RELEASE}".format(**values) if len(values) == 4 else "?"
+
+
+def _installed() -> tuple[dict[str, str] | None, str]:
+    """The import roots of megatron.core and megatron.bridge where this environment has them
+    (NeMo-RL's container), when both are at the pinned versions; (None, '') where absent."""
+    import importlib.util
+
+    roots = {}
+    for name, (package, version) in INSTALLED.items():
+        try:
+            spec = importlib.util.find_spec(package)
+        except ImportError:
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            return None, ""
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        have = _package_version(folder / "package_info.py")
+        if have != version:
+            return None, (
+                f"{package} {have} is installed here, not NeMo-RL v0.4.0's pin {version} "
+                f"({name} {PINNED[name][:7]})"
+            )
+        roots[name] = str(folder.parent.parent)  # the folder holding megatron/
+    return roots, ""
 
 
 def hf_config(model_name: str) -> dict[str, Any]:
@@ -175,7 +225,7 @@ def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
             env = {
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(
-                    [str(Path(found["Megatron-LM"])), str(Path(found["Megatron-Bridge"]) / "src")]
+                    [found["Megatron-LM"], found["Megatron-Bridge"]]
                     + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
                 ),
             }
@@ -280,6 +330,13 @@ class _TEFusedAdam:
 
 
 def _transformer_engine_answers() -> None:
+    """Only where TE cannot be imported (a CPU machine; NeMo-RL's container has it)."""
+    try:
+        import transformer_engine  # noqa: F401
+
+        return
+    except Exception:  # ImportError, or its CUDA libraries missing on a CPU-only node
+        pass
     import megatron.core.models.common.embeddings.rope_utils as rope_utils
 
     rope_utils.fused_apply_rotary_pos_emb = _placeholder
