@@ -2,10 +2,10 @@
 
 Prints `phase contract (megatron): PASS (...)` for the checks NeMo-RL's Megatron worker leaves
 to the GPUs, then `phase contract (megatron worker): PASS (...)` for NeMo-RL v0.4.0's own
-worker configuration path with the pinned Megatron sources, or `SKIPPED (why)` where they are
-not installed. A failure of either is `rehearsal: FAIL at contract (megatron): <key>: ...`.
-The vLLM half (engine config and the classifier servers' command lines with vLLM 0.10.0's own
-code) is not built yet: it says so instead of passing silently.
+worker configuration path with the pinned Megatron sources, and `phase contract (vllm): PASS
+(...)` for the generation engine's config as NeMo-RL's vLLM worker builds it, checked by vLLM
+0.10.0's own code; each says `SKIPPED (why)` where its libraries are not installed. A failure
+is `rehearsal: FAIL at contract (megatron|vllm): <key>: ...`.
 """
 
 from __future__ import annotations
@@ -18,18 +18,23 @@ from darling_nemo.config import load_config
 
 def contract_phase(config_path: str, overrides: Sequence[str]) -> None:
     """Raises run.RehearsalFailure naming the contract and the key."""
-    from darling_nemo.rehearsal import contract_megatron, contract_megatron_worker
+    from darling_nemo.rehearsal import contract_megatron, contract_megatron_worker, contract_vllm
     from darling_nemo.rehearsal.phases import RehearsalFailure
 
     cfg = load_config(config_path, overrides)
-    for name, check, error in (
-        ("megatron", contract_megatron.run, contract_megatron.ContractError),
-        ("megatron worker", contract_megatron_worker.run, contract_megatron_worker.ContractError),
+    for name, contract, check, error in (
+        ("megatron", "megatron", contract_megatron.run, contract_megatron.ContractError),
+        (
+            "megatron worker",
+            "megatron",
+            contract_megatron_worker.run,
+            contract_megatron_worker.ContractError,
+        ),
+        ("vllm", "vllm", contract_vllm.run, contract_vllm.ContractError),
     ):
         t0 = time.monotonic()
         try:
             outcome = check(cfg)
         except error as err:
-            raise RehearsalFailure("contract (megatron)", str(err)) from None
+            raise RehearsalFailure(f"contract ({contract})", str(err)) from None
         print(f"phase contract ({name}): {outcome} ({time.monotonic() - t0:.1f} s)", flush=True)
-    print("phase contract (vllm): SKIPPED (not implemented yet: see docs/contracts.md)", flush=True)

@@ -34,11 +34,9 @@ Rehearsal-only: nothing here runs in a real training run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import traceback
@@ -47,6 +45,7 @@ from typing import Any
 
 from darling_nemo.plan.architectures import resolve_architecture
 from darling_nemo.plan.layout import policy_world_size
+from darling_nemo.rehearsal.contract_child import ContractError, checked, report
 
 PINNED = {
     "Megatron-LM": "af73aa2cebf94a0bee5ea6dda2614ad989faffae",
@@ -88,11 +87,6 @@ FAMILY_HF = {
         },
     },
 }
-MARK = "CONTRACT"
-
-
-class ContractError(Exception):
-    """One line naming the key path and the value."""
 
 
 # ------------------------------------------------------------------------ the rehearsal's side
@@ -198,60 +192,15 @@ def job(cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cache_file(one: dict[str, Any], found: dict[str, str]) -> Path:
-    key = json.dumps(
-        [one, found, hashlib.sha256(Path(__file__).read_bytes()).hexdigest()], sort_keys=True
-    )
-    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-    return Path(sys.prefix) / "contract-cache" / f"megatron-worker-{digest}.txt"
-
-
 def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
     """Each config's verdict, in one child process: 'PASS (...)', 'FAIL key=value: why'.
     Raises ContractError when the sources are missing or the child itself breaks."""
     found, why = sources()
     if found is None:
         raise ContractError(why)
+    paths = [found["Megatron-LM"], found["Megatron-Bridge"]]
     jobs = [job(cfg) for cfg in cfgs]
-    verdicts: list[str | None] = []
-    for one in jobs:
-        cached = _cache_file(one, found)
-        verdicts.append(cached.read_text() if cached.exists() else None)
-    todo = [i for i, v in enumerate(verdicts) if v is None]
-    if todo:
-        with tempfile.TemporaryDirectory(prefix="darling-contract-") as tmp:
-            jobs_file = Path(tmp) / "jobs.json"
-            jobs_file.write_text(json.dumps([jobs[i] for i in todo]))
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(
-                    [found["Megatron-LM"], found["Megatron-Bridge"]]
-                    + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-                ),
-            }
-            try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", __name__, str(jobs_file)],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    timeout=timeout_s,
-                )
-            except subprocess.TimeoutExpired:
-                raise ContractError(f"the worker contract ran past {timeout_s} s") from None
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK + " ")]
-        if len(lines) != len(todo):
-            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
-            raise ContractError(
-                f"the worker contract itself failed (exit {proc.returncode}): {tail}"
-            )
-        for i, line in zip(todo, lines, strict=True):
-            verdict = line.split(" ", 2)[2]
-            verdicts[i] = verdict
-            cached = _cache_file(jobs[i], found)  # a verdict depends only on the key's inputs
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(verdict)
-    return [v or "" for v in verdicts]
+    return checked("megatron-worker", __name__, Path(__file__), jobs, paths, timeout_s)
 
 
 def run(cfg: dict[str, Any]) -> str:
@@ -491,7 +440,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="darling-megatron-") as tmp:
         for index, one in enumerate(jobs):
             verdict = _check_one(worker_class, module, one, Path(tmp) / str(index))
-            print(f"{MARK} {index} {verdict}", flush=True)
+            report(index, verdict)
     return 0
 
 

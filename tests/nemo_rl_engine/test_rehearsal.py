@@ -19,6 +19,7 @@ from helpers import REPO, run_python
 from darling_nemo.config import load_config
 from darling_nemo.nemo_rl.adapter import OVERLAP_ON
 from darling_nemo.rehearsal.contract_megatron_worker import sources as megatron_sources
+from darling_nemo.rehearsal.contract_vllm import sources as vllm_sources
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
 
 NEMO_RL_CONFIGS = sorted(
@@ -187,9 +188,12 @@ def test_rehearsal_passes(config):
     logs = Path(re.search(r"logs in (\S+?)\)", out).group(1))
     for run in ("run1.log",) if run_1_only else ("run1.log", "run2.log"):
         assert OVERLAP_ON in (logs / run).read_text(), run
-    # NeMo-RL's own Megatron worker path too, where the pinned sources are installed (.ci/run)
-    contracts = ("contract (megatron)",) + (
-        ("contract (megatron worker)",) if megatron_sources()[0] else ()
+    # NeMo-RL's own Megatron and vLLM worker paths too, where the pinned libraries are
+    # installed (.ci/run installs both)
+    contracts = (
+        ("contract (megatron)",)
+        + (("contract (megatron worker)",) if megatron_sources()[0] is not None else ())
+        + (("contract (vllm)",) if vllm_sources()[0] is not None else ())
     )
     for phase in contracts + (
         ("prepare", "ray", "run 1") if run_1_only else ("prepare", "ray", "run 1", "run 2")

@@ -1,0 +1,75 @@
+"""Running a contract's checks in a child process, with their verdicts cached.
+
+The Megatron worker and vLLM contracts import large GPU libraries and replace parts of them
+(docs/contracts.md); a child process keeps all of that out of the rehearsal's own process.
+Each child checks a list of jobs and prints one `CONTRACT <index> <verdict>` line per job.
+A verdict depends only on the job, the library sources and the contract's own code, so it is
+cached under the environment: the rehearsals after the first reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MARK = "CONTRACT"
+
+
+class ContractError(Exception):
+    """One line naming the key path and the value."""
+
+
+def _cache_file(kind: str, job: dict[str, Any], paths: list[str], code: Path) -> Path:
+    key = json.dumps([job, paths, hashlib.sha256(code.read_bytes()).hexdigest()], sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return Path(sys.prefix) / "contract-cache" / f"{kind}-{digest}.txt"
+
+
+def checked(
+    kind: str, module: str, code: Path, jobs: list[dict[str, Any]], paths: list[str], timeout_s: int
+) -> list[str]:
+    """Each job's verdict: cached, or from one run of `python -m module JOBS.json` with
+    `paths` first on its PYTHONPATH. Raises ContractError when the child itself breaks."""
+    verdicts = []
+    for job in jobs:
+        cached = _cache_file(kind, job, paths, code)
+        verdicts.append(cached.read_text() if cached.exists() else None)
+    todo = [i for i, v in enumerate(verdicts) if v is None]
+    if not todo:
+        return [v or "" for v in verdicts]
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + inherited)}
+    with tempfile.TemporaryDirectory(prefix="darling-contract-") as tmp:
+        jobs_file = Path(tmp) / "jobs.json"
+        jobs_file.write_text(json.dumps([jobs[i] for i in todo]))
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", module, str(jobs_file)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired:
+            raise ContractError(f"the {kind} contract ran past {timeout_s} s") from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK + " ")]
+    if len(lines) != len(todo):
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise ContractError(f"the {kind} contract itself failed (exit {proc.returncode}): {tail}")
+    for i, line in zip(todo, lines, strict=True):
+        verdicts[i] = line.split(" ", 2)[2]
+        cached = _cache_file(kind, jobs[i], paths, code)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(verdicts[i])
+    return [v or "" for v in verdicts]
+
+
+def report(index: int, verdict: str) -> None:
+    """The child's line for job `index`."""
+    print(f"{MARK} {index} {verdict}", flush=True)
