@@ -46,6 +46,7 @@ from typing import Any
 from darling_nemo.plan.architectures import resolve_architecture
 from darling_nemo.plan.layout import policy_world_size
 from darling_nemo.rehearsal.contract_child import ContractError, checked, report
+from darling_nemo.rehearsal.shrink import lookup
 
 PINNED = {
     "Megatron-LM": "af73aa2cebf94a0bee5ea6dda2614ad989faffae",
@@ -347,13 +348,6 @@ UNEXPECTED_KWARG = re.compile(
 )
 
 
-def _lookup(section: dict[str, Any], dotted: str) -> Any:
-    value: Any = section
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
 def name_the_key(err: BaseException, policy: dict[str, Any], world_size: int) -> str:
     """`key=value: message [source:line]` for a failure of the worker's configuration path."""
     message = " ".join(str(err).split()) or type(err).__name__
@@ -371,7 +365,7 @@ def name_the_key(err: BaseException, policy: dict[str, Any], world_size: int) ->
         if pattern.search(message):
             if key == "cluster":
                 return f"cluster (the policy's {world_size} GPUs): {message}{source}"
-            return f"policy.megatron_cfg.{key}={_lookup(mcfg, key)!r}: {message}{source}"
+            return f"policy.megatron_cfg.{key}={lookup(mcfg, key)!r}: {message}{source}"
     layout = (
         f"TP {mcfg['tensor_model_parallel_size']} PP {mcfg['pipeline_model_parallel_size']} "
         f"CP {mcfg['context_parallel_size']}, world size {world_size}"

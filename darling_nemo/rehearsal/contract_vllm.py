@@ -37,6 +37,7 @@ from typing import Any
 
 from darling_nemo.rehearsal.contract_child import ContractError, checked, report
 from darling_nemo.rehearsal.contract_megatron_worker import hf_config
+from darling_nemo.rehearsal.shrink import lookup
 
 VLLM_VERSION = "0.10.0"  # NeMo-RL v0.4.0's pin
 SOURCES_FILE = "vllm_contract.json"  # written by containers/vllm_contract_env.sh
@@ -119,13 +120,6 @@ KEY_RULES = (
 )
 
 
-def _lookup(section: dict[str, Any], dotted: str) -> Any:
-    value: Any = section
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
 def name_the_key(err: BaseException, generation: dict[str, Any]) -> str:
     """`key=value: message` for a refusal of the engine configuration."""
     message = " ".join(str(err).split()) or type(err).__name__
@@ -140,7 +134,7 @@ def name_the_key(err: BaseException, generation: dict[str, Any]) -> str:
         return f"{GEN}.{where}.{key}: vLLM 0.10.0's engine arguments have no such field (a typo?)"
     for pattern, key in KEY_RULES:
         if pattern.search(message):
-            return f"{GEN}.{key}={_lookup(generation, key)!r}: {message}"
+            return f"{GEN}.{key}={lookup(generation, key)!r}: {message}"
     return f"{GEN}.vllm_cfg: {message}"
 
 
