@@ -183,9 +183,13 @@ def hf_config(model_name: str) -> dict[str, Any]:
 def job(cfg: dict[str, Any]) -> dict[str, Any]:
     """What the child needs for one config: the policy section as grpo.setup() hands it to
     the worker (train_iters set as setup sets it, from grpo.max_num_steps), the world size and
-    the model's config.json."""
+    the model's config.json. Of `policy.generation`, the worker reads only
+    `colocated.enabled` before the model build (its other keys at generation time), so only
+    that goes in: a generation-only override then reuses the cached verdict."""
     policy = json.loads(json.dumps(cfg["policy"]))
     policy["megatron_cfg"]["train_iters"] = cfg["grpo"]["max_num_steps"]
+    colocated = policy["generation"]["colocated"]["enabled"]
+    policy["generation"] = {"colocated": {"enabled": colocated}}
     return {
         "policy": policy,
         "world_size": policy_world_size(cfg),
