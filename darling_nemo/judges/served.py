@@ -90,6 +90,14 @@ class _Endpoint:
         return f"{name}: {state}, {self.failures} failed request(s){last}"
 
 
+def classify_payload(texts: list[str], model: str | None) -> dict[str, Any]:
+    """The /classify request body (rehearsal.contract_classifier checks it against vLLM's)."""
+    payload: dict[str, Any] = {"input": texts}
+    if model is not None:
+        payload["model"] = model
+    return payload
+
+
 def parse_reply(body: str, expected: int) -> list[float]:
     """P(similar) per input from a /classify reply body; raise _EndpointFailure if malformed."""
     try:
@@ -327,9 +335,7 @@ class ServedJudge:
 
     async def _post(self, endpoint: _Endpoint, texts: list[str], timeout: float) -> list[float]:
         session: aiohttp.ClientSession = self._net["session"]
-        payload: dict[str, Any] = {"input": texts}
-        if endpoint.model is not None:
-            payload["model"] = endpoint.model
+        payload = classify_payload(texts, endpoint.model)
         self.stats["requests"] += 1
         try:
             async with session.post(
@@ -428,9 +434,7 @@ async def _probe_endpoint(
                 names = ", ".join(repr(name) for name in served) or "nothing"
                 return f"model {model!r} is not served there; it serves {names}"
             step = "POST /classify"
-            payload: dict[str, Any] = {"input": [probe_text]}
-            if model is not None:
-                payload["model"] = model
+            payload = classify_payload([probe_text], model)
             async with session.post(f"{url}/classify", json=payload) as resp:
                 body = await resp.text()
                 if resp.status != 200:

@@ -4,7 +4,9 @@ Prints `phase contract (megatron): PASS (...)` for the checks NeMo-RL's Megatron
 to the GPUs, then `phase contract (megatron worker): PASS (...)` for NeMo-RL v0.4.0's own
 worker configuration path with the pinned Megatron sources, and `phase contract (vllm): PASS
 (...)` for the generation engine's config as NeMo-RL's vLLM worker builds it, checked by vLLM
-0.10.0's own code; each says `SKIPPED (why)` where its libraries are not installed. A failure
+0.10.0's own code, and `phase contract (vllm classify): PASS (...)` for the classifier servers'
+command line and the /classify protocol, checked by vLLM 0.10.0's serve parser, engine config
+and protocol classes; each says `SKIPPED (why)` where its libraries are not installed. A failure
 is `rehearsal: FAIL at contract (megatron|vllm): <key>: ...`.
 """
 
@@ -18,7 +20,12 @@ from darling_nemo.config import load_config
 
 def contract_phase(config_path: str, overrides: Sequence[str]) -> None:
     """Raises run.RehearsalFailure naming the contract and the key."""
-    from darling_nemo.rehearsal import contract_megatron, contract_megatron_worker, contract_vllm
+    from darling_nemo.rehearsal import (
+        contract_classifier,
+        contract_megatron,
+        contract_megatron_worker,
+        contract_vllm,
+    )
     from darling_nemo.rehearsal.phases import RehearsalFailure
 
     cfg = load_config(config_path, overrides)
@@ -31,6 +38,7 @@ def contract_phase(config_path: str, overrides: Sequence[str]) -> None:
             contract_megatron_worker.ContractError,
         ),
         ("vllm", "vllm", contract_vllm.run, contract_vllm.ContractError),
+        ("vllm classify", "vllm", contract_classifier.run, contract_classifier.ContractError),
     ):
         t0 = time.monotonic()
         try:

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +26,24 @@ class ContractError(Exception):
     """One line naming the key path and the value."""
 
 
-def _cache_file(kind: str, job: dict[str, Any], paths: list[str], code: Path) -> Path:
-    key = json.dumps([job, paths, hashlib.sha256(code.read_bytes()).hexdigest()], sort_keys=True)
+def _cache_file(kind: str, job: dict[str, Any], paths: list[str], code: Sequence[Path]) -> Path:
+    hashes = [hashlib.sha256(file.read_bytes()).hexdigest() for file in code]
+    key = json.dumps([job, paths, hashes], sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     return Path(sys.prefix) / "contract-cache" / f"{kind}-{digest}.txt"
 
 
 def checked(
-    kind: str, module: str, code: Path, jobs: list[dict[str, Any]], paths: list[str], timeout_s: int
+    kind: str,
+    module: str,
+    code: Sequence[Path],
+    jobs: list[dict[str, Any]],
+    paths: list[str],
+    timeout_s: int,
 ) -> list[str]:
-    """Each job's verdict: cached, or from one run of `python -m module JOBS.json` with
-    `paths` first on its PYTHONPATH. Raises ContractError when the child itself breaks."""
+    """Each job's verdict: cached (keyed by the job, `paths` and the files of `code`, the
+    contract's own code), or from one run of `python -m module JOBS.json` with `paths` first
+    on its PYTHONPATH. Raises ContractError when the child itself breaks."""
     verdicts = []
     for job in jobs:
         cached = _cache_file(kind, job, paths, code)

@@ -205,7 +205,7 @@ def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
         raise ContractError(why)
     paths = [found["Megatron-LM"], found["Megatron-Bridge"]]
     jobs = [job(cfg) for cfg in cfgs]
-    return checked("megatron-worker", __name__, Path(__file__), jobs, paths, timeout_s)
+    return checked("megatron-worker", __name__, [Path(__file__)], jobs, paths, timeout_s)
 
 
 def run(cfg: dict[str, Any]) -> str:

@@ -87,7 +87,7 @@ def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
     if paths is None:
         raise ContractError(why)
     jobs = [job(cfg) for cfg in cfgs]
-    return checked("vllm", __name__, Path(__file__), jobs, paths, timeout_s)
+    return checked("vllm", __name__, [Path(__file__)], jobs, paths, timeout_s)
 
 
 def run(cfg: dict[str, Any]) -> str:
@@ -138,7 +138,7 @@ def name_the_key(err: BaseException, generation: dict[str, Any]) -> str:
     return f"{GEN}.vllm_cfg: {message}"
 
 
-def _stand_ins() -> None:
+def gpu_stand_ins() -> None:
     """The GPU and host answers vLLM asks for, where this machine has no CUDA device."""
     import torch
 
@@ -239,7 +239,7 @@ def _check_one(worker_class: Any, one: dict[str, Any], workdir: Path) -> str:
 
 def main(argv: list[str]) -> int:
     jobs = json.loads(Path(argv[0]).read_text())
-    _stand_ins()
+    gpu_stand_ins()
     from nemo_rl.models.generation.vllm import vllm_worker, vllm_worker_async
 
     with tempfile.TemporaryDirectory(prefix="darling-vllm-") as tmp:

@@ -18,6 +18,7 @@ from helpers import REPO, run_python
 
 from darling_nemo.config import load_config
 from darling_nemo.nemo_rl.adapter import OVERLAP_ON
+from darling_nemo.rehearsal.contract_classifier import job as classifier_job
 from darling_nemo.rehearsal.contract_megatron_worker import sources as megatron_sources
 from darling_nemo.rehearsal.contract_vllm import sources as vllm_sources
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
@@ -199,7 +200,14 @@ def test_rehearsal_passes(config):
         ("prepare", "ray", "run 1") if run_1_only else ("prepare", "ray", "run 1", "run 2")
     ):
         assert any(
-            line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines()
+            line.startswith(f"phase {phase}:") and ": PASS" in line for line in out.splitlines()
+        )
+    # the classifier servers' command line, where the job starts any
+    if vllm_sources()[0] is not None:
+        expected = "PASS" if isinstance(classifier_job(load_config(config)), dict) else "SKIPPED"
+        assert any(
+            line.startswith(f"phase contract (vllm classify): {expected}")
+            for line in out.splitlines()
         )
 
 

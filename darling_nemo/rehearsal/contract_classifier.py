@@ -1,0 +1,312 @@
+"""Classifier contract: the pair-classifier servers' command line as the job would run it,
+parsed and checked by vLLM 0.10.0's own `serve` parser and engine config on CPU, and the
+`/classify` request and reply of the served judge checked against vLLM 0.10.0's protocol
+classes (docs/contracts.md).
+
+Which command line: with `darling.judge.launch` the recipe's own server
+(`judges.node_server.server_command`); otherwise the one `darling-serve-classifiers` runs on
+the classifier node of the `.sub` jobs (`serve_classifiers.server_commands`, with the model
+the launcher serves: `CLASSIFIER_MODEL` when set, as slurm/train.sh reads it, else the
+reference classifier of `darling.judge.template`). The model is its `config.json` alone (the
+local folder's own, or one built from the package's architecture table): vLLM resolves the
+architecture to the class it would load and the contract refuses what it cannot classify
+with a trained head (a bare `Qwen3Model` resolves only to vLLM's Transformers fallback with a
+new, untrained score layer), a head without 2 labels (the judge reads P(similar) as
+`probs[-1]` of label 1), and a server whose `max_model_len` is below the template's budget.
+
+Replaced, besides what contract_vllm replaces (the GPU, `vllm._C`): flash-attention's
+Triton rotary kernel, which vLLM's model modules import and only a forward pass uses, and
+vLLM's import-time CUTLASS capability queries (answered "unsupported"; no kernel is chosen
+here). Rehearsal-only: nothing here runs in a real training run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+from darling_nemo.plan import resolve_architecture
+from darling_nemo.rehearsal.contract_child import ContractError, checked, report
+from darling_nemo.schema import PAIR_TEMPLATES, ClassifierServersConfig, ServedJudgeConfig
+from darling_nemo.schema.darling import validate_darling
+
+PACKAGE = Path(__file__).parents[1]
+# what a verdict depends on besides the job: cached verdicts are redone when one changes
+CODE = [
+    Path(__file__),
+    PACKAGE / "rehearsal" / "contract_vllm.py",
+    PACKAGE / "judges" / "served.py",
+    PACKAGE / "classify_server.py",
+]
+LABELS = 2  # label 1 = similar; the served judge reads probs[-1]
+PROBE_PROBS = [0.25, 0.75]
+
+
+def classifier_hf_config(model: str, key: str) -> dict[str, Any]:
+    """The classifier's `config.json`: the local folder's own, else one built from the
+    architecture table (ModernBERT or Qwen3 with a sequence-classification head)."""
+    local = Path(model)
+    if local.is_dir() and (local / "config.json").exists():
+        return json.loads((local / "config.json").read_text())
+    arch = resolve_architecture(model, key)
+    labels = {"id2label": {str(k): f"LABEL_{k}" for k in range(arch.num_labels or LABELS)}}
+    common = {
+        "hidden_size": arch.hidden_size,
+        "num_hidden_layers": arch.num_layers,
+        "num_attention_heads": arch.num_heads,
+        "intermediate_size": arch.intermediate_size,
+        "vocab_size": arch.vocab_size,
+        "max_position_embeddings": arch.max_positions,
+        **labels,
+    }
+    if arch.encoder:
+        return {
+            "architectures": ["ModernBertForSequenceClassification"],
+            "model_type": "modernbert",
+            "torch_dtype": "float32",
+            **common,
+        }
+    return {
+        "architectures": ["Qwen3ForSequenceClassification"],
+        "model_type": "qwen3",
+        "num_key_value_heads": arch.num_kv_heads,
+        "head_dim": arch.head_dim,
+        "tie_word_embeddings": arch.tied_embeddings,
+        "hidden_act": "silu",
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+        "torch_dtype": "bfloat16",
+        **common,
+    }
+
+
+def job(cfg: dict[str, Any]) -> dict[str, Any] | str:
+    """What the child checks for one config, or why there is nothing to check."""
+    judge = validate_darling(cfg.get("darling")).judge
+    if not isinstance(judge, ServedJudgeConfig):
+        return f"judge {judge.kind!r} starts no classifier server"
+    if judge.launch is not None:
+        from darling_nemo.judges.node_server import server_command
+
+        where, prefix = "the recipe's own server", "darling.judge.launch"
+        model, model_key = judge.launch.model, f"{prefix}.model"
+        argv = server_command(judge.launch)[1]
+        executable, extra_args = judge.launch.executable, judge.launch.extra_args
+        max_len = judge.launch.max_model_len
+        max_len_key = f"{prefix}.max_model_len={max_len}" if max_len is not None else None
+    else:
+        from darling_nemo.serve_classifiers import server_commands
+
+        where, prefix = "darling-serve-classifiers (the .sub jobs)", "darling-serve-classifiers"
+        if os.environ.get("CLASSIFIER_MODEL"):
+            model, model_key = os.environ["CLASSIFIER_MODEL"], "CLASSIFIER_MODEL"
+        else:
+            model = PAIR_TEMPLATES[judge.template].reference_model
+            model_key = f"darling.judge.template={judge.template} (its reference classifier)"
+        servers = ClassifierServersConfig(model=model, gpus=[0])
+        argv = server_commands(servers)[0][1]
+        executable, extra_args, max_len_key = servers.executable, servers.extra_args, None
+    if Path(shlex.split(executable)[0]).name != "vllm":
+        return f"{prefix}.executable is {executable!r}, not vLLM"
+    serve_args = argv[argv.index("serve") + 1 :]
+    command_key = f"{prefix}: `vllm serve {shlex.join(serve_args)}`"
+    extra_key = f"{prefix}.extra_args={extra_args}" if extra_args else None
+    return {
+        "where": where,
+        "command_key": command_key,
+        "extra_key": extra_key,
+        "max_len_key": max_len_key or extra_key,
+        "model": model,
+        "model_key": model_key,
+        "serve_args": serve_args,
+        "hf_config": classifier_hf_config(model, model_key),
+        "judge_max_length": judge.max_length or PAIR_TEMPLATES[judge.template].max_length,
+        "template": judge.template,
+    }
+
+
+def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
+    """Each config's verdict, in one child process: 'PASS (...)', 'SKIPPED (why)' or
+    'FAIL key=value: why'."""
+    from darling_nemo.rehearsal.contract_vllm import sources
+
+    paths, why = sources()
+    if paths is None:
+        raise ContractError(why)
+    jobs = [job(cfg) for cfg in cfgs]
+    todo = [one for one in jobs if isinstance(one, dict)]
+    verdicts = iter(checked("classifier", __name__, CODE, todo, paths, timeout_s))
+    return [next(verdicts) if isinstance(one, dict) else f"SKIPPED ({one})" for one in jobs]
+
+
+def run(cfg: dict[str, Any]) -> str:
+    """The phase as the rehearsal prints it: 'PASS (...)' or 'SKIPPED (why)'; raises
+    ContractError naming the key on a failure."""
+    from darling_nemo.rehearsal.contract_vllm import sources
+
+    if isinstance(one := job(cfg), str):
+        return f"SKIPPED ({one})"
+    if sources()[0] is None:
+        return f"SKIPPED ({sources()[1]})"
+    (verdict,) = check_many([cfg])
+    if verdict.startswith("FAIL "):
+        raise ContractError(verdict.removeprefix("FAIL "))
+    return verdict
+
+
+# ------------------------------------------------------------------------ the child's side
+
+
+class _Refused(Exception):
+    pass
+
+
+def _model_stand_ins() -> None:
+    """What vLLM's model modules ask of CUDA and Triton at import time."""
+    import vllm._custom_ops as ops
+
+    for name in dir(ops):
+        if name.startswith("cutlass_") and "supports" in name:
+            setattr(ops, name, lambda *_, **__: False)
+    rotary = types.ModuleType("vllm.vllm_flash_attn.layers.rotary")
+    rotary.apply_rotary_emb = None  # type: ignore[attr-defined]  # a forward pass's kernel
+    sys.modules.setdefault(rotary.__name__, rotary)
+
+
+def check_protocol(model: str) -> str:
+    """'' when the served judge's /classify request, its reading of vLLM's reply and
+    darling_nemo.classify_server's reply all match vLLM 0.10.0's protocol classes; else why."""
+    from vllm.entrypoints.openai.protocol import (
+        ClassificationData,
+        ClassificationRequest,
+        ClassificationResponse,
+        UsageInfo,
+    )
+
+    from darling_nemo.classify_server import classify_body
+    from darling_nemo.judges.served import classify_payload, parse_reply
+
+    payload = classify_payload(["[CLS] a [SEP] b [SEP]"], model)
+    unknown = sorted(set(payload) - set(ClassificationRequest.model_fields))
+    if unknown:
+        return f"the served judge's /classify request has fields vLLM 0.10.0 ignores: {unknown}"
+    ClassificationRequest.model_validate(payload)
+    reply = ClassificationResponse(
+        model=model,
+        data=[ClassificationData(index=0, label="LABEL_1", probs=PROBE_PROBS, num_classes=2)],
+        usage=UsageInfo(prompt_tokens=7, total_tokens=7),
+    )
+    if parse_reply(reply.model_dump_json(), 1) != [PROBE_PROBS[-1]]:
+        return "the served judge does not read P(similar) as probs[-1] of vLLM 0.10.0's reply"
+    import numpy as np
+
+    classifier = types.SimpleNamespace(id2label={0: "LABEL_0", 1: "LABEL_1"})
+    ours = classify_body(classifier, model, [[1] * 7], np.array([PROBE_PROBS]))  # type: ignore[arg-type]
+    ClassificationResponse.model_validate(ours)
+    fields = set(ours["data"][0])
+    if fields != set(ClassificationData.model_fields):
+        return f"classify_server's reply items have {sorted(fields)}, vLLM 0.10.0's differ"
+    return ""
+
+
+ENGINE_CHOICE = {"VLLM_USE_V1": os.environ.get("VLLM_USE_V1")}
+
+
+def _check_one(one: dict[str, Any], workdir: Path) -> str:
+    import vllm.envs as vllm_envs
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.utils import FlexibleArgumentParser
+
+    model_dir = workdir / "model"
+    model_dir.mkdir(parents=True)
+    (model_dir / "config.json").write_text(json.dumps(one["hf_config"]))
+    args_key = one["command_key"]
+    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+
+    def refuse(message: str) -> None:
+        raise _Refused(message)
+
+    parser.error = refuse  # type: ignore[method-assign]  # argparse would print and exit
+    try:
+        args = parser.parse_args([str(model_dir), *one["serve_args"][1:]])
+        validate_parsed_serve_args(args)
+    except (_Refused, TypeError, ValueError) as err:
+        return f"FAIL {one['extra_key'] or args_key}: vLLM 0.10.0's serve parser: {err}"
+    args.model = args.model_tag  # as `vllm serve` does
+    # vLLM picks its V0 or V1 engine per process and records the choice in the environment;
+    # each server is its own process, so each job starts from the child's starting state.
+    for name, value in ENGINE_CHOICE.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    try:
+        config = AsyncEngineArgs.from_cli_args(args).create_engine_config(
+            usage_context=UsageContext.OPENAI_API_SERVER
+        )
+        model_config = config.model_config
+        resolved = get_model_architecture(model_config)[1]
+        engine = "V1" if vllm_envs.VLLM_USE_V1 else "V0"
+    except Exception as err:  # any refusal of the server's configuration is the verdict
+        message = " ".join(str(err).split())[:400] or type(err).__name__
+        return f"FAIL {args_key}: {message}"
+    architecture = (one["hf_config"].get("architectures") or ["(none)"])[0]
+    model_key = f"{one['model_key']}={one['model']}"
+    if model_config.task != "classify":
+        return f"FAIL {args_key}: vLLM 0.10.0 serves task {model_config.task!r}, not classify"
+    if resolved.startswith("Transformers"):
+        return (
+            f"FAIL {model_key}: vLLM 0.10.0 cannot classify architecture {architecture}: it "
+            f"has no vLLM classification model and falls back to {resolved} with a new, "
+            "untrained score layer (a DARLING classifier is XForSequenceClassification with "
+            f"{LABELS} labels)"
+        )
+    labels = model_config.hf_config.num_labels
+    if labels != LABELS:
+        return (
+            f"FAIL {model_key}: config.json has {labels} label(s); the judge reads "
+            f"P(similar) as probs[-1] of {LABELS} labels (label 1 = similar)"
+        )
+    if model_config.max_model_len < one["judge_max_length"]:
+        return (
+            f"FAIL {one['max_len_key'] or model_key}: the server's max_model_len {model_config.max_model_len} is below the "
+            f"{one['template']} template's budget of {one['judge_max_length']} tokens "
+            "(darling.judge.max_length): long pairs would get HTTP 400"
+        )
+    served = args.served_model_name[0] if args.served_model_name else args.model
+    protocol = check_protocol(served)
+    if protocol:
+        return f"FAIL darling.judge: {protocol}"
+    how = "vLLM's own" if resolved == architecture else f"{resolved} + vLLM's classify adapter"
+    return (
+        f"PASS ({one['model']} as {one['where']} serve it: {architecture} ({how}), "
+        f"{labels} labels, task classify on the {engine} engine, max_model_len {model_config.max_model_len} >= "
+        f"the judge's {one['judge_max_length']}, dtype "
+        f"{str(model_config.dtype).removeprefix('torch.')}; /classify request and reply match "
+        "vLLM 0.10.0's protocol)"
+    )
+
+
+def main(argv: list[str]) -> int:
+    from darling_nemo.rehearsal.contract_vllm import gpu_stand_ins
+
+    jobs = json.loads(Path(argv[0]).read_text())
+    gpu_stand_ins()
+    _model_stand_ins()
+    with tempfile.TemporaryDirectory(prefix="darling-classifier-") as tmp:
+        for index, one in enumerate(jobs):
+            report(index, _check_one(one, Path(tmp) / str(index)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

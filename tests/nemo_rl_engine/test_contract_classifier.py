@@ -1,0 +1,123 @@
+"""The classifier servers' command lines, as the jobs of every NeMo-RL config in conf/ run
+them, parsed and checked by vLLM 0.10.0's serve parser and engine config, and the /classify
+protocol checked against vLLM 0.10.0's classes; with the refusals a user would otherwise meet
+once the classifier node is up (docs/contracts.md). Skipped unless
+containers/vllm_contract_env.sh installed vLLM beside this environment (.ci/run does). One
+child process for all configs; the verdicts are cached for the rehearsals after this file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("nemo_rl")
+pytestmark = pytest.mark.nemo_rl
+
+from helpers import REPO  # noqa: E402
+
+from darling_nemo.config import load_config  # noqa: E402
+from darling_nemo.rehearsal import contract_classifier, contract_vllm  # noqa: E402
+
+FOUND, WHY = contract_vllm.sources()
+CONFIGS = sorted((REPO / "conf").glob("*.yaml"))
+MATH_1NODE = "math_qwen3_1p7b_1node_darling.yaml"
+CHAT_1NODE = "wildchat_qwen3_1p7b_1node_darling.yaml"
+LAUNCH = "darling.judge.launch"
+QWEN3_4B = {  # the math classifier's shape, without its head
+    "model_type": "qwen3",
+    "hidden_size": 2560,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 9728,
+    "vocab_size": 151665,
+    "max_position_embeddings": 40960,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Local classifier folders (config.json only). One folder per module, so the second
+    test finds the first one's verdicts in the cache (a verdict is keyed by the job)."""
+    root = tmp_path_factory.mktemp("classifiers")
+    configs = {
+        "bare": {"architectures": ["Qwen3Model"]},
+        "one-label": {"architectures": ["Qwen3ForSequenceClassification"], "num_labels": 1},
+    }
+    for name, config in configs.items():
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(json.dumps({**QWEN3_4B, **config}))
+    return {name: str(root / name) for name in configs}
+
+
+@pytest.mark.skipif(FOUND is None, reason=WHY)
+def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
+    monkeypatch.delenv("CLASSIFIER_MODEL", raising=False)
+    bare, one_label = models["bare"], models["one-label"]
+    # (config, overrides, the start of the verdict)
+    cases = [
+        (
+            MATH_1NODE,
+            [f"{LAUNCH}.model={bare}"],
+            f"FAIL {LAUNCH}.model={bare}: vLLM 0.10.0 cannot classify architecture Qwen3Model: "
+            "it has no vLLM classification model and falls back to TransformersForCausalLM",
+        ),
+        (
+            MATH_1NODE,
+            [f"{LAUNCH}.model={one_label}"],
+            f"FAIL {LAUNCH}.model={one_label}: config.json has 1 label(s); the judge reads "
+            "P(similar) as probs[-1] of 2 labels",
+        ),
+        (
+            MATH_1NODE,
+            [f"{LAUNCH}.extra_args=[--max-num-sequences, '64']"],
+            f"FAIL {LAUNCH}.extra_args=['--max-num-sequences', '64']: vLLM 0.10.0's serve "
+            "parser: unrecognized arguments: --max-num-sequences 64",
+        ),
+        (
+            CHAT_1NODE,
+            [f"{LAUNCH}.max_model_len=1024"],
+            f"FAIL {LAUNCH}.max_model_len=1024: the server's max_model_len 1024 is below the "
+            "modernbert template's budget of 2048 tokens",
+        ),
+        (
+            CHAT_1NODE,
+            [f"{LAUNCH}.extra_args=[--dtype, fp8]"],
+            f"FAIL {LAUNCH}.extra_args=['--dtype', 'fp8']: vLLM 0.10.0's serve parser: argument "
+            "--dtype: invalid choice: 'fp8'",
+        ),
+    ]
+    cfgs = [load_config(path) for path in CONFIGS]
+    cfgs += [load_config(REPO / "conf" / name, overrides) for name, overrides, _ in cases]
+    verdicts = contract_classifier.check_many(cfgs)
+    for path, verdict in zip(CONFIGS, verdicts, strict=False):
+        print(f"{path.name}: {verdict}")
+        if "outcome" in path.name:  # the rival judged by exact answers
+            assert verdict == "SKIPPED (judge 'lexical' starts no classifier server)"
+            continue
+        assert verdict.startswith("PASS (dogtooth/"), verdict
+        assert "2 labels, task classify" in verdict and "match vLLM 0.10.0's protocol" in verdict
+        if path.name.startswith("wildchat"):  # ModernBERT runs on vLLM 0.10.0's V0 engine
+            assert "ModernBertForSequenceClassification (vLLM's own)" in verdict, verdict
+            assert "V0 engine" in verdict and "max_model_len 8192 >= the judge's 2048" in verdict
+        else:  # the Qwen3 math classifier through vLLM's adapter of Qwen3ForCausalLM
+            assert "Qwen3ForCausalLM + vLLM's classify adapter" in verdict, verdict
+            assert "V1 engine" in verdict and "the judge's 4096" in verdict
+    for (_, _, expected), verdict in zip(cases, verdicts[len(CONFIGS) :], strict=True):
+        print(verdict)
+        assert verdict.startswith(expected), verdict
+
+
+@pytest.mark.skipif(FOUND is None, reason=WHY)
+def test_a_rehearsal_stops_at_the_classifier_contract_naming_the_key(models):
+    from darling_nemo.rehearsal.contract import contract_phase
+    from darling_nemo.rehearsal.phases import RehearsalFailure
+
+    bare = models["bare"]
+    with pytest.raises(RehearsalFailure) as failure:
+        contract_phase(str(REPO / "conf" / MATH_1NODE), [f"{LAUNCH}.model={bare}"])
+    assert failure.value.phase == "contract (vllm)"
+    assert failure.value.error.startswith(f"{LAUNCH}.model={bare}: vLLM 0.10.0 cannot classify")
