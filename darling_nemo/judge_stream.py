@@ -10,6 +10,15 @@ verdict: the synchronous partition takes them as `known` and judges only what is
 classes are those of the synchronous path for any deterministic judge (partition_groups'
 argument); only how many pairs were judged, and when, differ.
 
+Prefix-complete judging (`add_partial`): a judge that reads only the first K whitespace
+words of each response (the reference's word truncation; `prefix_words`) gets the same input
+from any response that begins with a text whose first K words are each followed by
+whitespace (`settled_words`). Such a response can join its group before it finishes. Every
+verdict records the texts it was judged on, and `usable_verdicts` keeps one only if the
+judge's input built from the final responses is the one it judged (a partial output that
+the final response does not begin with, say a multi-byte character still being decoded or a
+stop string cut off at the end, fails that and its pairs are judged again at the end).
+
 Pure: threads and the core; the NeMo-RL adapter feeds it (nemo_rl/adapter.py).
 """
 
@@ -28,10 +37,55 @@ StreamedVerdicts = dict[tuple[int, int], tuple[str, str, float]]
 _CLOSE = object()
 
 
+def prefix_words(judge: object) -> int | None:
+    """K when the judge's verdict on (a, b) depends only on the first K whitespace words of
+    each response (its `prefix_words` attribute: the served and cross-encoder judges with
+    word truncation); None for a judge that reads whole responses."""
+    words = getattr(judge, "prefix_words", None)
+    return int(words) if words is not None else None
+
+
+def first_words(text: str, words: int) -> str:
+    """The first `words` whitespace words of `text`, single-spaced (PairFormatter's cut)."""
+    return " ".join(text.split()[:words])
+
+
+def settled_words(partial: str, words: int) -> str | None:
+    """`first_words` of every text that begins with `partial`, when `partial` already fixes
+    them: it has more than `words` words, or exactly `words` and ends in whitespace (so the
+    last of them cannot still grow). None while a later character could change them."""
+    parts = partial.split()
+    if len(parts) > words or (len(parts) == words and partial[-1:].isspace()):
+        return " ".join(parts[:words])
+    return None
+
+
+def usable_verdicts(
+    streamed: StreamedVerdicts, final: dict[int, str], words: int | None
+) -> dict[tuple[int, int], float]:
+    """(row a, row b) -> P(similar) of the streamed verdicts whose judge input is the one the
+    final responses (`final`: row -> text) give: the same two texts, or with `words`, the
+    same first words of each. Rows not in `final` are dropped."""
+
+    def same_input(row: int, judged: str) -> bool:
+        if row not in final:
+            return False
+        if words is None:
+            return final[row] == judged
+        return first_words(final[row], words) == first_words(judged, words)
+
+    return {
+        (a, b): p
+        for (a, b), (text_a, text_b, p) in streamed.items()
+        if same_input(a, text_a) and same_input(b, text_b)
+    }
+
+
 @dataclass
 class _Group:
     rows: list[int] = field(default_factory=list)  # batch row of each member, arrival order
-    texts: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # the final, or the settled first words
+    early: list[bool] = field(default_factory=list)  # joined before it finished
     forest: UnionFind = field(default_factory=lambda: UnionFind(0))
 
 
@@ -41,6 +95,7 @@ class JudgeStream:
     def __init__(self, judge: PairJudge, threshold: float) -> None:
         self.judge = judge
         self.threshold = threshold
+        self.prefix_words = prefix_words(judge)
         self._queue: queue.Queue[object] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._reset()
@@ -50,6 +105,8 @@ class JudgeStream:
         self._groups: list[_Group] = []
         self._undecided: list[list[tuple[int, int]]] = []
         self._judged: list[int] = []
+        self._members: set[int] = set()  # rows in a group (the stream thread's)
+        self.settled_early = 0  # responses that joined before they finished
         self.verdicts: StreamedVerdicts = {}
         self.error: BaseException | None = None
 
@@ -67,7 +124,17 @@ class JudgeStream:
     def add(self, row: int, group: Hashable, text: str) -> None:
         """A finished response: its batch row, its group key (the prompt), its text."""
         if self._thread is not None:
-            self._queue.put((row, group, text))
+            self._queue.put((row, group, text, False))
+
+    def add_partial(self, row: int, group: Hashable, partial: str) -> bool:
+        """A response still being generated, as generated so far. It joins its group now
+        when the judge reads only its first words and `partial` fixes them; True then."""
+        if self._thread is None or self.prefix_words is None:
+            return False
+        settled = settled_words(partial, self.prefix_words)
+        if settled is not None:
+            self._queue.put((row, group, settled, True))
+        return settled is not None
 
     def close(self) -> StreamedVerdicts:
         """Stop after the judge call in flight; the verdicts so far (empty if never opened).
@@ -96,7 +163,11 @@ class JudgeStream:
             if self.error is None:
                 self._judge_waves()
 
-    def _add(self, row: int, key: Hashable, text: str) -> None:
+    def _add(self, row: int, key: Hashable, text: str, early: bool) -> None:
+        if row in self._members:  # joined early; its pairs are already queued
+            return
+        self._members.add(row)
+        self.settled_early += early
         g = self._keys.setdefault(key, len(self._groups))
         if g == len(self._groups):
             self._groups.append(_Group())
@@ -106,9 +177,16 @@ class JudgeStream:
         new = group.forest.add()
         group.rows.append(row)
         group.texts.append(text)
+        group.early.append(early)
         for old in range(new):
             a, b = (old, new) if group.rows[old] < row else (new, old)
-            decision = lexical_decision(group.texts[a], group.texts[b])
+            # The lexical rules read whole responses: a pair with an unfinished one goes to
+            # the judge (where the final texts decide by rule, the hook ignores the verdict).
+            decision = (
+                None
+                if early or group.early[old]
+                else lexical_decision(group.texts[a], group.texts[b])
+            )
             if decision is None:
                 self._undecided[g].append((a, b))
             elif decision:

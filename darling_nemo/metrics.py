@@ -10,6 +10,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 
 from darling_nemo.core import DarlingBatch, PairJudge, group_indices
+from darling_nemo.judge_stream import prefix_words
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -92,6 +93,10 @@ class TimedJudge:
         self.judge = judge
         self.calls = self.errors = 0
         self.seconds = 0.0
+
+    @property
+    def prefix_words(self) -> int | None:  # judge_stream.prefix_words of the wrapped judge
+        return prefix_words(self.judge)
 
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> Sequence[float]:
         start = time.perf_counter()

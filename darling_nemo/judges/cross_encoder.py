@@ -152,6 +152,10 @@ class CrossEncoderJudge:
         self.max_length = self.classifier.max_length
         self.cut_inputs = 0  # inputs cut at the model's limit (warned about once)
 
+    @property
+    def prefix_words(self) -> int | None:  # judge_stream.prefix_words
+        return self.formatter.prefix_words
+
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         if not pairs:
             return []

@@ -176,6 +176,12 @@ class ServedJudge:
 
     # -- public ------------------------------------------------------------------------------
 
+    @property
+    def prefix_words(self) -> int | None:
+        """The formatter's (judge_stream.prefix_words); None with a fallback judge, which
+        would be handed what it is given, not the first words only."""
+        return self.formatter.prefix_words if self.fallback is None else None
+
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         if not pairs:
             return []

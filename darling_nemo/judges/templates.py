@@ -73,6 +73,12 @@ class PairFormatter:
             if self.tokens_per_response < 1:
                 raise ValueError(f"max_length {self.max_length} leaves no room for the responses")
 
+    @property
+    def prefix_words(self) -> int | None:
+        """K when a pair's input depends only on the first K whitespace words of each
+        response (word truncation); None with token truncation (judge_stream.prefix_words)."""
+        return self.words_per_response if self.truncation == "words" else None
+
     def cut(self, text: str) -> str:
         """One response, truncated by the configured rule."""
         return self.cut_counted(text)[0]

@@ -15,7 +15,12 @@ import numpy as np
 import torch
 
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
-from darling_nemo.judge_stream import JudgeStream, StreamedVerdicts
+from darling_nemo.judge_stream import (
+    JudgeStream,
+    StreamedVerdicts,
+    prefix_words,
+    usable_verdicts,
+)
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
 from darling_nemo.schema import DarlingConfig
 
@@ -44,17 +49,17 @@ def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[in
     return tuple(int(t) for t in ids), response
 
 
-def _known_verdicts(rows: RolloutRows, streamed: StreamedVerdicts) -> dict[tuple[int, int], float]:
-    """Streamed verdicts that still describe the kept rows (the same two texts), indexed by
-    position among the kept rows, as `darling_batch` reads them (it drops pairs across
-    groups itself)."""
+def _known_verdicts(
+    rows: RolloutRows, streamed: StreamedVerdicts, words: int | None
+) -> dict[tuple[int, int], float]:
+    """Streamed verdicts whose judge input is the one the kept rows' final responses give
+    (`judge_stream.usable_verdicts`), indexed by position among the kept rows, as
+    `darling_batch` reads them (it drops pairs across groups itself)."""
     position = {row: k for k, row in enumerate(rows.kept)}
+    final = {row: rows.responses[row] for row in rows.kept}
     return {
         (position[a], position[b]): p
-        for (a, b), (text_a, text_b, p) in streamed.items()
-        if a in position
-        and b in position
-        and (rows.responses[a], rows.responses[b]) == (text_a, text_b)
+        for (a, b), p in usable_verdicts(streamed, final, words).items()
     }
 
 
@@ -148,7 +153,7 @@ class DarlingRewardTransform:
         stream, its verdicts are closed over first and only the rest is judged here."""
         start = time.perf_counter()
         streamed = self.stream.close() if self.stream is not None else {}
-        known = _known_verdicts(rows, streamed)
+        known = _known_verdicts(rows, streamed, prefix_words(self.judge))
         self._streamed_pairs += len(known)
         quality = rows.rewards.to(torch.float64).cpu().numpy()
         reward, diversity = quality.copy(), np.ones_like(quality)

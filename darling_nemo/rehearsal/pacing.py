@@ -119,6 +119,12 @@ class PacedJudge:
             time.sleep(seconds_left(modelled, started))
 
     @property
+    def prefix_words(self) -> int | None:  # judge_stream.prefix_words of the wrapped judge
+        from darling_nemo.judge_stream import prefix_words
+
+        return prefix_words(self.judge)
+
+    @property
     def stats(self) -> Any:  # the wrapped judge's counters (metrics.judge_usage)
         return getattr(self.judge, "stats", None)
 
