@@ -106,7 +106,7 @@ class JudgeStream:
         self._undecided: list[list[tuple[int, int]]] = []
         self._judged: list[int] = []
         self._members: set[int] = set()  # rows in a group (the stream thread's)
-        self.settled_early = 0  # responses that joined before they finished
+        self.early_rows: set[int] = set()  # rows that joined before they finished
         self.verdicts: StreamedVerdicts = {}
         self.error: BaseException | None = None
 
@@ -133,8 +133,14 @@ class JudgeStream:
             return False
         settled = settled_words(partial, self.prefix_words)
         if settled is not None:
-            self._queue.put((row, group, settled, True))
+            self.add_settled(row, group, settled)
         return settled is not None
+
+    def add_settled(self, row: int, group: Hashable, settled: str) -> None:
+        """A response still being generated whose judged words are `settled` (a generation
+        worker's `settled_words` of it): it joins its group now."""
+        if self._thread is not None and self.prefix_words is not None:
+            self._queue.put((row, group, settled, True))
 
     def close(self) -> StreamedVerdicts:
         """Stop after the judge call in flight; the verdicts so far (empty if never opened).
@@ -167,7 +173,8 @@ class JudgeStream:
         if row in self._members:  # joined early; its pairs are already queued
             return
         self._members.add(row)
-        self.settled_early += early
+        if early:
+            self.early_rows.add(row)
         g = self._keys.setdefault(key, len(self._groups))
         if g == len(self._groups):
             self._groups.append(_Group())

@@ -52,8 +52,11 @@ from typing import Any
 from darling_nemo.core import Method
 from darling_nemo.judges import make_judge
 from darling_nemo.nemo_rl.checks import (
+    PREFIX_ON,
     STREAM_ON,
     overlap_fallbacks,
+    prefix_fallbacks,
+    prefix_judging_on,
     stream_fallbacks,
     validate_nemo_rl_config,
 )
@@ -163,9 +166,10 @@ def _off_the_critical_path(
     transform: DarlingRewardTransform,
     policy: Any,
     timer: Any,
-) -> tuple[Any, bool]:
-    """(the overlapped judge or None, whether to judge during generation), as the config
-    allows; prints which is on and what stops the other."""
+) -> tuple[Any, bool, bool]:
+    """(the overlapped judge or None, whether to judge during generation, whether to take
+    responses before they finish), as the config allows; prints which is on and what stops
+    the others."""
     from darling_nemo.nemo_rl.overlap import OverlappedDarling
 
     overlapped = None
@@ -191,7 +195,15 @@ def _off_the_critical_path(
     )
     if streaming:
         print(STREAM_ON, flush=True)
-    return overlapped, streaming
+    prefix = streaming and _wanted_and_possible(
+        "darling.prefix_judging",
+        darling.prefix_judging,
+        prefix_fallbacks(darling),
+        "responses join the judge stream when they finish",
+    )
+    if prefix:
+        print(PREFIX_ON, flush=True)
+    return overlapped, streaming, prefix
 
 
 def reward_judge(darling: DarlingConfig) -> Any:
@@ -203,6 +215,29 @@ def reward_judge(darling: DarlingConfig) -> Any:
 
         return MathAnswerJudge()
     return make_judge(darling.judge) if darling.calls_judge else None
+
+
+@contextmanager
+def prefix_reporting_workers() -> Iterator[None]:
+    """NeMo-RL's async vLLM workers built in this block are darling_nemo's subclass that
+    reports settled words (prefix_worker.py): VllmGeneration names its worker class by path
+    to RayWorkerBuilder, which this maps; the subclass runs in the same Python environment."""
+    from nemo_rl.distributed.ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY
+    from nemo_rl.models.generation.vllm import vllm_generation
+
+    from darling_nemo.nemo_rl.prefix_worker import NEMO_RL_WORKER, WORKER
+
+    builder = vllm_generation.RayWorkerBuilder
+
+    class PrefixReportingBuilder(builder):  # type: ignore[misc, valid-type]
+        def __init__(self, ray_actor_class_fqn: str, *args: Any, **kwargs: Any) -> None:
+            if ray_actor_class_fqn == NEMO_RL_WORKER:
+                ray_actor_class_fqn = WORKER
+            super().__init__(ray_actor_class_fqn, *args, **kwargs)
+
+    ACTOR_ENVIRONMENT_REGISTRY.setdefault(WORKER, ACTOR_ENVIRONMENT_REGISTRY[NEMO_RL_WORKER])
+    with replaced(vllm_generation, RayWorkerBuilder=PrefixReportingBuilder):
+        yield
 
 
 @contextmanager
@@ -246,7 +281,7 @@ def darling_rewards(
         # without a label of its own the judge's wall time would show only in the total.
         return step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext()
 
-    overlapped, streaming = _off_the_critical_path(
+    overlapped, streaming, prefix = _off_the_critical_path(
         master_config, darling, transform, policy, judge_timer
     )
 
@@ -264,7 +299,7 @@ def darling_rewards(
         with (
             replaced(grpo, scale_rewards=scale_rewards_then_darling, Timer=StepTimer),
             overlapped_train(policy, overlapped) if overlapped else nullcontext(),
-            judge_during_generation(transform) if streaming else nullcontext(),
+            judge_during_generation(transform, prefix) if streaming else nullcontext(),
         ):
             yield transform
     finally:
@@ -504,18 +539,22 @@ def _setup_and_train(
     from nemo_rl.algorithms.grpo import grpo_train, setup
 
     dataset, val_dataset, task_to_env, val_task_to_env = data
-    (
-        policy,
-        policy_generation,
-        _clusters,
-        dataloader,
-        val_dataloader,
-        loss_fn,
-        logger,
-        checkpointer,
-        grpo_state,
-        master_config,
-    ) = setup(cfg, tokenizer, dataset, val_dataset)
+    darling = darling or validate_nemo_rl_config(cfg)
+    # darling.prefix_judging: NeMo-RL builds its async vLLM workers in setup(); they must be
+    # the ones that report settled words (prefix_worker.py).
+    with prefix_reporting_workers() if prefix_judging_on(cfg, darling) else nullcontext():
+        (
+            policy,
+            policy_generation,
+            _clusters,
+            dataloader,
+            val_dataloader,
+            loss_fn,
+            logger,
+            checkpointer,
+            grpo_state,
+            master_config,
+        ) = setup(cfg, tokenizer, dataset, val_dataset)
     # --smoke: each phase's GPU memory peak on the policy workers (memory_probe.py).
     memory_report = os.environ.get(MEMORY_REPORT_ENV)
     with (

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from darling_nemo.core import Baseline, Diversity, JudgeRounds, Method, PartitionScope
-from darling_nemo.schema import ConfigError, DarlingConfig, config_problems, validate_darling
+from darling_nemo.schema import (
+    ConfigError,
+    DarlingConfig,
+    ServedJudgeConfig,
+    config_problems,
+    validate_darling,
+)
 
 
 def _lookup(cfg: dict[str, Any], path: str) -> tuple[bool, Any]:
@@ -265,6 +271,10 @@ def overlap_fallbacks(cfg: dict[str, Any]) -> list[str]:
 
 
 STREAM_ON = "darling.judge_during_generation: pairs are judged as their responses finish"
+PREFIX_ON = (
+    "darling.prefix_judging: a response joins the judge stream once the words the judge "
+    "reads are settled"
+)
 
 
 def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
@@ -287,6 +297,33 @@ def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
         )
     if darling.judge_rounds is not JudgeRounds.WAVES:
         reasons.append("darling.judge_rounds=one judges every pair in one call by definition")
+    return reasons
+
+
+def prefix_judging_on(cfg: dict[str, Any], darling: DarlingConfig) -> bool:
+    """Whether this config's run takes responses before they finish (nothing printed)."""
+    return (
+        darling.judge_during_generation
+        and darling.prefix_judging
+        and not stream_fallbacks(cfg, darling)
+        and not prefix_fallbacks(darling)
+    )
+
+
+def prefix_fallbacks(darling: DarlingConfig) -> list[str]:
+    """Why darling.prefix_judging=true cannot take responses before they finish (beyond
+    `stream_fallbacks`), naming the keys; empty when it can."""
+    judge = darling.judge
+    if judge.kind not in ("served", "cross_encoder"):
+        return [f"darling.judge.kind={judge.kind} reads whole responses"]
+    reasons = []
+    if judge.truncation != "words":
+        reasons.append(
+            f"darling.judge.truncation={judge.truncation}: a token cut is settled only by the "
+            "final text"
+        )
+    if isinstance(judge, ServedJudgeConfig) and judge.fallback is not None:
+        reasons.append("darling.judge.fallback judges whole responses when a request fails")
     return reasons
 
 

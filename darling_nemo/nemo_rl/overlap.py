@@ -44,6 +44,8 @@ overlap, dynamic sampling altogether). Tests: tests/nemo_rl_engine/test_nemo_rl_
 
 from __future__ import annotations
 
+import inspect
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
@@ -219,7 +221,9 @@ def overlapped_train(policy: Any, overlapped: OverlappedDarling) -> Iterator[Non
 
 
 @contextmanager
-def judge_during_generation(transform: DarlingRewardTransform) -> Iterator[JudgeStream]:
+def judge_during_generation(
+    transform: DarlingRewardTransform, prefix: bool = False
+) -> Iterator[JudgeStream]:
     """Each training rollout's responses go to a `JudgeStream` as they finish.
 
     vLLM's async engine makes NeMo-RL v0.4.0 roll each sample out on its own
@@ -229,24 +233,46 @@ def judge_during_generation(transform: DarlingRewardTransform) -> Iterator[Judge
     and response to the stream. The first sample of a rollout opens the stream; the
     transform closes it when the rollout reaches the DARLING hook. `grpo.validate` is
     wrapped so that validation rollouts are not judged.
+
+    `prefix` (darling.prefix_judging): each sample's generation calls carry a tag, the
+    workers (prefix_worker.py, built in setup()) send its settled words to an inbox, and a
+    driver thread hands them to the stream, so a response joins before it finishes.
     """
     from nemo_rl.algorithms import grpo
     from nemo_rl.experience import rollouts
+
+    from darling_nemo.nemo_rl.prefix_worker import InboxPoller, TaggedGeneration
 
     if transform.judge is None:
         raise ValueError("judge_during_generation needs a pair judge")
     stream = JudgeStream(transform.judge, transform.settings.threshold)
     original_sample, original_validate = rollouts.run_sample_multi_turn_rollout, grpo.validate
     validating = False
+    prompts: dict[int, tuple[int, ...]] = {}  # this rollout's rows -> their group key
+    poller = None
+    if prefix and stream.prefix_words is not None:
+        poller = InboxPoller(
+            f"darling-prefixes-{os.getpid()}-{id(stream)}",
+            lambda row, settled: stream.add_settled(row, prompts[row], settled),
+        )
 
     async def sample_then_stream(*args: Any, **kwargs: Any) -> Any:
-        final_state, metrics = await original_sample(*args, **kwargs)
-        if not validating:
-            if not stream.is_open:
-                stream.open()
-            prompt, response = prompt_and_response(final_state["message_log"])
-            row = kwargs["sample_idx"] if "sample_idx" in kwargs else args[0]
-            stream.add(int(row), prompt, response)
+        if validating:
+            return await original_sample(*args, **kwargs)
+        call = inspect.signature(original_sample).bind(*args, **kwargs)
+        row = int(call.arguments["sample_idx"])
+        if not stream.is_open:
+            stream.open()
+        if poller is not None:
+            state = call.arguments["initial_sample_state"]
+            prompts[row] = prompt_and_response(state["message_log"])[0]
+            tag = [poller.name, row, stream.prefix_words]
+            call.arguments["policy_generation"] = TaggedGeneration(
+                call.arguments["policy_generation"], tag
+            )
+        final_state, metrics = await original_sample(*call.args, **call.kwargs)
+        prompt, response = prompt_and_response(final_state["message_log"])
+        stream.add(row, prompt, response)
         return final_state, metrics
 
     def validate_unstreamed(*args: Any, **kwargs: Any) -> Any:
@@ -258,6 +284,7 @@ def judge_during_generation(transform: DarlingRewardTransform) -> Iterator[Judge
             validating = False
 
     transform.stream = stream
+    transform.prefix_reporting = poller is not None
     try:
         with (
             replaced(rollouts, run_sample_multi_turn_rollout=sample_then_stream),
@@ -266,4 +293,7 @@ def judge_during_generation(transform: DarlingRewardTransform) -> Iterator[Judge
             yield stream
     finally:
         transform.stream = None
+        transform.prefix_reporting = False
         stream.close()
+        if poller is not None:
+            poller.close()

@@ -53,6 +53,13 @@ TOUCH_POINTS: dict[str, tuple[str, ...]] = {
         "gbs",
         "mbs",
     ),
+    # darling.prefix_judging: VllmGeneration builds its workers through this name, looked
+    # up at call time; the async worker's class path is mapped to prefix_worker.py's.
+    "nemo_rl.models.generation.vllm.vllm_generation:RayWorkerBuilder": (
+        "ray_actor_class_fqn",
+        "args",
+        "kwargs",
+    ),
     # --smoke's memory probe (memory_probe.py) reads each worker's peak around these.
     "nemo_rl.models.policy.lm_policy:Policy.get_logprobs": ("self", "data"),
     "nemo_rl.models.policy.lm_policy:Policy.get_reference_policy_logprobs": (

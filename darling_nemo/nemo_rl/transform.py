@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
+from darling_nemo.core import DarlingBatch, KnownVerdicts, PairJudge, darling_batch
 from darling_nemo.judge_stream import (
     JudgeStream,
     StreamedVerdicts,
@@ -49,18 +49,20 @@ def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[in
     return tuple(int(t) for t in ids), response
 
 
-def _known_verdicts(
+def _usable_verdicts(
     rows: RolloutRows, streamed: StreamedVerdicts, words: int | None
 ) -> dict[tuple[int, int], float]:
     """Streamed verdicts whose judge input is the one the kept rows' final responses give
-    (`judge_stream.usable_verdicts`), indexed by position among the kept rows, as
-    `darling_batch` reads them (it drops pairs across groups itself)."""
-    position = {row: k for k, row in enumerate(rows.kept)}
+    (`judge_stream.usable_verdicts`), by batch row."""
     final = {row: rows.responses[row] for row in rows.kept}
-    return {
-        (position[a], position[b]): p
-        for (a, b), p in usable_verdicts(streamed, final, words).items()
-    }
+    return usable_verdicts(streamed, final, words)
+
+
+def _by_position(rows: RolloutRows, verdicts: dict[tuple[int, int], float]) -> KnownVerdicts:
+    """Verdicts indexed by position among the kept rows, as `darling_batch` reads them (it
+    drops pairs across groups itself)."""
+    position = {row: k for k, row in enumerate(rows.kept)}
+    return {(position[a], position[b]): p for (a, b), p in verdicts.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,12 +100,15 @@ class DarlingRewardTransform:
         self.judge = TimedJudge(judge) if judge is not None else None
         # Set by the adapter when the rollout feeds it (darling.judge_during_generation).
         self.stream: JudgeStream | None = None
+        self.prefix_reporting = False  # set with it when workers report settled words
         self._reset()
 
     def _reset(self) -> None:
         self._batches: list[tuple[DarlingBatch, list[tuple[int, ...]]]] = []
         self._seconds = 0.0
         self._streamed_pairs = 0
+        self._settled_early = 0  # darling.prefix_judging: responses that joined early
+        self._settled_pairs = 0  # ... and the kept verdicts that involve one of them
         self._judge_before = judge_usage(self.judge)
 
     def apply(self, batch: Any) -> DarlingBatch | None:
@@ -153,8 +158,13 @@ class DarlingRewardTransform:
         stream, its verdicts are closed over first and only the rest is judged here."""
         start = time.perf_counter()
         streamed = self.stream.close() if self.stream is not None else {}
-        known = _known_verdicts(rows, streamed, prefix_words(self.judge))
+        usable = _usable_verdicts(rows, streamed, prefix_words(self.judge))
+        known = _by_position(rows, usable)
         self._streamed_pairs += len(known)
+        if self.stream is not None:
+            early = self.stream.early_rows
+            self._settled_early += len(early)
+            self._settled_pairs += sum(a in early or b in early for a, b in usable)
         quality = rows.rewards.to(torch.float64).cpu().numpy()
         reward, diversity = quality.copy(), np.ones_like(quality)
         result = None
@@ -196,5 +206,8 @@ class DarlingRewardTransform:
         )
         if self.stream is not None:  # of pairs_judged, how many while the rollout still ran
             out["pairs_judged_during_generation"] = float(self._streamed_pairs)
+        if self.prefix_reporting:  # ... of which on the settled words of unfinished ones
+            out["pairs_judged_on_settled_words"] = float(self._settled_pairs)
+            out["responses_settled_early"] = float(self._settled_early)
         self._reset()
         return out

@@ -207,3 +207,43 @@ class VllmAsyncGenerationWorkerStandIn(VllmGenerationWorkerStandIn):
             result = self._generate(data.slice(index, index + 1), greedy)
             await asyncio.sleep(seconds_left(response_seconds(self.responses_started), started))
             yield index, result
+
+
+class PrefixReportingVllmAsyncWorkerStandIn(VllmAsyncGenerationWorkerStandIn):
+    """darling_nemo's prefix-reporting async worker (nemo_rl/prefix_worker.py): the same
+    sampling, with each response's text shown to the production `SettledReporter` as it
+    grows, token by token, over the response's paced duration, as vLLM's cumulative outputs
+    reach the real worker's reporter. A response whose words were sent is held SETTLED_HOLD_S
+    before it finishes (a real one generates on for thousands of tokens), so the driver's
+    inbox poller delivers them first."""
+
+    SETTLED_HOLD_S = 0.2
+
+    stands_in_for = "darling_nemo.nemo_rl.prefix_worker.PrefixReportingVllmAsyncWorker"
+
+    async def generate_async(self, data: Any, greedy: bool = False) -> Any:
+        from transformers import AutoTokenizer
+
+        from darling_nemo.nemo_rl.prefix_worker import PREFIX_TAG, SettledReporter, send_to_inbox
+
+        if not hasattr(self, "tokenizer"):
+            self.tokenizer = AutoTokenizer.from_pretrained(self.cfg["model_name"])
+        tags = data.get(PREFIX_TAG) or [None] * len(data["input_lengths"])
+        for index in range(len(data["input_lengths"])):
+            started = time.perf_counter()
+            self.responses_started += 1
+            result = self._generate(data.slice(index, index + 1), greedy)
+            length = int(result["generation_lengths"][0])
+            start = int(data["input_lengths"][index])
+            tokens = result["output_ids"][0, start : start + length].tolist()
+            seconds = seconds_left(response_seconds(self.responses_started), started)
+            reporter = SettledReporter(tags[index], send_to_inbox) if tags[index] else None
+            for produced in range(1, len(tokens) + 1):
+                await asyncio.sleep(seconds / max(len(tokens), 1))
+                if reporter is not None:
+                    text = self.tokenizer.decode(tokens[:produced], skip_special_tokens=True)
+                    reporter.see(text, finished=produced == len(tokens))
+            await asyncio.sleep(seconds_left(response_seconds(self.responses_started), started))
+            if reporter is not None and reporter.sent and not seconds:
+                await asyncio.sleep(self.SETTLED_HOLD_S)
+            yield index, result

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.nemo_rl.checks import STREAM_ON, stream_fallbacks
+from darling_nemo.nemo_rl.checks import PREFIX_ON, STREAM_ON, prefix_judging_on, stream_fallbacks
 from darling_nemo.schema import validate_darling
 
 # The rehearsal's stand-ins refit bit for bit: generation and policy compute the same fp32
@@ -101,10 +101,15 @@ def verify_run(
     streamed = darling.judge_during_generation and not stream_fallbacks(cfg, darling)
     if streamed:
         check(STREAM_ON in text, phase, "the rollout did not feed the judge during generation")
+    prefix = streamed and prefix_judging_on(cfg, darling)
+    if prefix:
+        check(PREFIX_ON in text, phase, "the generation workers did not report settled words")
     for step in expect.trained:
         names = ["darling/quality_mean", "darling/diversity_mean", "timing/train/darling_judge"]
         if streamed:
             names.append("darling/pairs_judged_during_generation")
+        if prefix:
+            names.append("darling/pairs_judged_on_settled_words")
         for name in names:
             check(step in scalars.get(name, {}), phase, f"{name} was not logged at step {step}")
         error = scalars["train/token_mult_prob_error"][step]
@@ -113,6 +118,14 @@ def verify_run(
             phase,
             f"train/token_mult_prob_error={error:.4f} at step {step}: generation and policy "
             "disagree (refit)",
+        )
+    if prefix:
+        settled = scalars.get("darling/pairs_judged_on_settled_words", {})
+        check(
+            sum(settled.values()) > 0,
+            phase,
+            "no verdict judged on a response's settled words was used "
+            "(darling/pairs_judged_on_settled_words is 0 at every step)",
         )
     if cfg["grpo"]["val_period"] > 0:
         for step in expect.validated:

@@ -13,7 +13,9 @@ same loader as the real run. Only sizes, paths and services change:
 - data -> the rehearsal's few prompts; checkpoints and logs -> the rehearsal folder, saved
   every step; validation every step when the config validates at all;
 - the served judge -> the rehearsal's classifier server (the one-node configs' own server,
-  darling.judge.launch: the tiny classifier on CPU, which the recipe starts); online
+  darling.judge.launch: the tiny classifier on CPU, which the recipe starts); a pair
+  judge's budget -> JUDGE_MAX_LENGTH tokens, the first 6 words of each response, so the
+  16-word responses settle before they finish (darling.prefix_judging runs); online
   loggers off.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 MAX_NEW_TOKENS = 16
 MAX_PROMPT_TOKENS = 96
 PROMPTS_PER_STEP = 2
+JUDGE_MAX_LENGTH = 15  # (15 - 3) // 2 = 6 words of each response (of MAX_NEW_TOKENS words)
 MAX_MODEL_PARALLEL = 8  # fake GPUs in one model-parallel group (see pipeline_size)
 
 
@@ -172,6 +175,8 @@ def shrink_overrides(
             ("darling.judge.classifier.model", classifier_dir),
             ("darling.judge.num_gpus_per_actor", 0),
         ]
+    if judge["kind"] in ("served", "cross_encoder"):
+        out.append(("darling.judge.max_length", JUDGE_MAX_LENGTH))
     return [(key, value) for key, value in out if _changes(cfg, key, value)]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ray
 
 from darling_nemo.rehearsal.generation_standins import (
+    PrefixReportingVllmAsyncWorkerStandIn,
     VllmAsyncGenerationWorkerStandIn,
     VllmGenerationWorkerStandIn,
 )
@@ -38,6 +39,7 @@ DTensorPolicyWorker = ray.remote(DTensorPolicyWorkerStandIn)
 DTensorPolicyWorkerV2 = ray.remote(DTensorPolicyWorkerV2StandIn)
 VllmGenerationWorker = ray.remote(VllmGenerationWorkerStandIn)
 VllmAsyncGenerationWorker = ray.remote(VllmAsyncGenerationWorkerStandIn)
+PrefixReportingVllmAsyncWorker = ray.remote(PrefixReportingVllmAsyncWorkerStandIn)
 
 STAND_INS: dict[str, str] = {
     stand_in.stands_in_for: f"{__name__}.{stand_in.stands_in_for.rsplit('.', 1)[1]}"
@@ -47,5 +49,6 @@ STAND_INS: dict[str, str] = {
         DTensorPolicyWorkerV2StandIn,
         VllmGenerationWorkerStandIn,
         VllmAsyncGenerationWorkerStandIn,
+        PrefixReportingVllmAsyncWorkerStandIn,
     )
 }

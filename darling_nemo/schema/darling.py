@@ -61,6 +61,13 @@ class DarlingConfig(Strict):
     # are the synchronous ones (docs/judge-cost.md). Needs diversity semantic, partition
     # scope all and judge_rounds waves; otherwise (printed) the judge waits for the rollout.
     judge_during_generation: bool = True
+    # With judge_during_generation and a judge that reads only the first K words of each
+    # response (served or cross_encoder, truncation words, no fallback): the vLLM workers
+    # report a response as soon as its first K words are settled, and its pairs are judged
+    # then, not when it finishes; a verdict is kept only if the final response gives the
+    # judge the same input (docs/judge-cost.md). Otherwise (printed) responses join when
+    # they finish.
+    prefix_judging: bool = True
 
     @model_validator(mode="after")
     def _method_applies(self) -> DarlingConfig:

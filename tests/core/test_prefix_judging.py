@@ -155,7 +155,7 @@ def test_a_response_settled_early_joins_its_group_before_it_finishes():
     while (0, 1) not in stream.verdicts and time.monotonic() < deadline:
         time.sleep(0.01)
     streamed = stream.close()  # the rollout has not finished either response
-    assert stream.settled_early == 2
+    assert stream.early_rows == {0, 1}
     assert list(streamed) == [(0, 1)]
     final = {0: "w1 w2 w3 w4 w5 and the rest", 1: "v1 v2 v3 v4 more text"}
     assert usable_verdicts(streamed, final, K) == {(0, 1): streamed[0, 1][2]}

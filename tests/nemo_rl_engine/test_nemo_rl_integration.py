@@ -498,7 +498,9 @@ class RecordingLogger:
         return getattr(self._logger, name)
 
 
-def run_grpo_train(math_files, char_tokenizer_dir, tmp_path, overrides, async_engine=False):
+def run_grpo_train(
+    math_files, char_tokenizer_dir, tmp_path, overrides, async_engine=False, policy_class=None
+):
     """NeMo-RL's grpo_train, 2 steps of 2 prompts x 4 responses (the real recipe config,
     shrunk), the DARLING hook installed; returns (policy, RecordingLogger)."""
     from nemo_rl.algorithms import grpo
@@ -539,7 +541,7 @@ def run_grpo_train(math_files, char_tokenizer_dir, tmp_path, overrides, async_en
     dataloader = StatefulDataLoader(  # as grpo.setup() builds it
         dataset, batch_size=2, shuffle=False, collate_fn=rl_collate_fn, drop_last=True
     )
-    policy = ScriptedPolicy(tokenizer, async_engine)
+    policy = (policy_class or ScriptedPolicy)(tokenizer, async_engine)
     logger = RecordingLogger(Logger(cfg["logger"]))
     try:
         with darling_rewards(cfg, policy) as transform:
@@ -693,3 +695,70 @@ def test_grpo_train_judging_during_generation_equals_after(
     streamed = [m for p, _, m in during_log.logged if p == "darling"]
     assert all("pairs_judged_during_generation" in m for m in streamed)
     assert all("pairs_judged_during_generation" not in m for p, _, m in after_log.logged)
+
+
+class SettlingScriptedPolicy(ScriptedPolicy):
+    """ScriptedPolicy whose async generation, like darling_nemo's vLLM worker, shows each
+    response's text as it grows (a character at a time) to the production SettledReporter
+    of the sample's tag, then waits for the driver's inbox poller before finishing."""
+
+    async def generate_async(self, data, greedy=False):
+        import asyncio
+
+        from darling_nemo.nemo_rl.prefix_worker import (
+            POLL_S,
+            PREFIX_TAG,
+            SettledReporter,
+            send_to_inbox,
+        )
+
+        tags = data.get(PREFIX_TAG) or [None] * len(data["input_lengths"])
+        async for i, out in super().generate_async(data, greedy):
+            reporter = SettledReporter(tags[i], send_to_inbox) if tags[i] else None
+            start = int(data["input_lengths"][i])
+            length = int(out["generation_lengths"][0])
+            ids = out["output_ids"][0, start : start + length]
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            for end in range(1, len(text) + 1):
+                if reporter is not None:
+                    reporter.see(text[:end], finished=end == len(text))
+            await asyncio.sleep(10 * POLL_S)  # the poller hands it to the stream meanwhile
+            yield i, out
+
+
+@pytest.mark.slow
+def test_grpo_train_prefix_judging_equals_judging_after(
+    ray_cluster, math_files, char_tokenizer_dir, tmp_path
+):
+    """The real grpo_train with per-sample rollouts whose texts are reported as they grow,
+    and a cross-encoder judge (a tiny classifier) that reads the first 4 words of each
+    response: the long response of each step joins its group before it finishes, its pairs
+    are judged on its settled words, and the training data are those of judging after the
+    rollout, bit for bit."""
+    from darling_nemo.judges.tiny import save_tiny_classifier
+
+    classifier = save_tiny_classifier(tmp_path / "classifier", "bert")
+    # max_length 11: (11 - 3) // 2 = 4 words per response; LONG has 8
+    judge = f"darling.judge={{kind: cross_encoder, model: {classifier}, max_length: 11}}"
+    runs = {
+        stream: run_grpo_train(
+            math_files,
+            char_tokenizer_dir,
+            tmp_path / stream,
+            [judge, f"darling.judge_during_generation={stream}"],
+            async_engine=True,
+            policy_class=SettlingScriptedPolicy,
+        )
+        for stream in ("false", "true")
+    }
+    (after_policy, _), (during_policy, during_log) = runs["false"], runs["true"]
+    assert len(after_policy.trained) == len(during_policy.trained) == 2
+    for after, during in zip(after_policy.trained, during_policy.trained, strict=True):
+        for key in after:
+            if isinstance(after[key], torch.Tensor):
+                assert torch.equal(after[key], during[key]), key
+    darling = [m for p, _, m in during_log.logged if p == "darling"]
+    # each step: LONG (one of 8 responses) settled after 4 words and 3 verdicts with it
+    # (its pairs with the other responses of prompt A) were kept
+    assert [m["responses_settled_early"] for m in darling] == [1.0, 1.0]
+    assert all(m["pairs_judged_on_settled_words"] >= 1 for m in darling), darling
