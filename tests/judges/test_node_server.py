@@ -216,9 +216,12 @@ def test_a_missing_executable_names_the_key(tmp_path):
 
 PARENT = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     from pathlib import Path
     from darling_nemo.judges.node_server import node_classifier_server
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal, even when pytest itself was started
+    # in the background by a shell without job control (which ignores SIGINT for it).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from darling_nemo.schema import NodeServerConfig
     cfg = NodeServerConfig(model="ok", port={port}, executable={exe!r}, ready_timeout_s=120)
     try:
