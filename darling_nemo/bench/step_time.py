@@ -52,14 +52,24 @@ CONFIG = "conf/math_qwen3_4b_darling.yaml"
 TRAIN_MFU = 0.35  # Megatron training / log-prob forward at long sequences (assumed)
 SCALES = ("math", "wildchat")  # paper_scales' order
 REAL_S_PER_SIMULATED_S = {"math": 0.1, "wildchat": 0.3}
+MATH_WORDS = (4_096 - 3) // 2  # words of each response the math classifier reads (reference)
+CHAT_WORDS = (2_048 - 3) // 2  # ... the ModernBERT classifier
 GENERATIONS = 8  # per prompt, at both paper scales and in the rehearsal
 REHEARSAL_PAIRS = PROMPTS_PER_STEP * GENERATIONS * (GENERATIONS - 1) // 2
 JUDGE_LATENCY_S = 0.5  # per call: HTTP round trip + the tail of a call (judges.cost)
-MODES = {  # name: (darling.overlap, darling.judge_during_generation)
-    "sync": (False, False),
-    "overlap": (True, False),
-    "overlap+stream": (True, True),
+MODES = {  # name: (darling.overlap, darling.judge_during_generation, darling.prefix_judging)
+    "sync": (False, False, False),
+    "overlap": (True, False, False),
+    "overlap+stream": (True, True, False),
+    "overlap+prefix": (True, True, True),
 }
+# Math text: 0.37 whitespace words per token, measured on OlympiadBench's 846 human
+# solutions (MIT; 168,096 words) with GPT-2's byte-level BPE and a Qwen-style pre-tokenizer
+# (each digit a token): 454,067 tokens (0.38 with GPT-2's own pre-tokenizer). Qwen3's
+# tokenizer was not at hand (no model hub); docs/judge-cost.md says how it was measured.
+MATH_WORDS_PER_TOKEN = 0.37
+# Chat text (English prose): about 0.75 words per token for BPE vocabularies (assumed).
+CHAT_WORDS_PER_TOKEN = 0.75
 
 
 @dataclass
@@ -69,13 +79,21 @@ class Scale:
     capped_fraction: float  # share of responses that reach max_new_tokens (assumed)
     judge_s: float  # the paper step's judge: all pairs, one call
     notes: list[str]  # where each number comes from
+    # tokens until the judge's words are settled / the cap (min 1: at the end)
+    settle_fraction: float = 1.0
 
     def model(self, real_s_per_simulated_s: float) -> dict[str, object]:
         return {
             "real_s_per_simulated_s": real_s_per_simulated_s,
             "phases": self.phases,
             "capped_fraction": self.capped_fraction,
+            "settle_fraction": self.settle_fraction,
         }
+
+
+def settle_fraction(words: int, words_per_token: float, cap: int) -> float:
+    """The share of a capped response generated when its first `words` words are settled."""
+    return min(1.0, words / words_per_token / cap)
 
 
 def _policy_phases(model: str, tokens: float, seq: int, gpus: int) -> dict[str, float]:
@@ -96,6 +114,7 @@ def paper_scales(classifier_gpus: int = 8) -> list[Scale]:
         0.40,
     )
     math_judge = judge_seconds_per_step(7_168, 4_096, math_judge_tps, gpus, 0.0, 0)
+    math_settle = settle_fraction(MATH_WORDS, MATH_WORDS_PER_TOKEN, 8_192)
     math = Scale(
         f"math: Qwen3-4B, 256 x 8, 8,192 tokens, 64 GPUs; Qwen3-4B classifier, {gpus} GPUs",
         {
@@ -113,10 +132,14 @@ def paper_scales(classifier_gpus: int = 8) -> list[Scale]:
         [
             f"tokens/step 2,048 x 4,296 = {math_tokens / 1e6:.1f} M (mean response 4,096 assumed)",
             "responses: 10% reach the 8,192 cap, the others spread evenly below it (assumed)",
+            f"judge reads {MATH_WORDS:,} words of each response = "
+            f"{MATH_WORDS / MATH_WORDS_PER_TOKEN:,.0f} tokens at {MATH_WORDS_PER_TOKEN} words/"
+            f"token: settled at {math_settle:.0%} of the cap (overlap+prefix)",
             f"policy forward {TRAIN_MFU:.0%} MFU on 64 H100s; training = 3 x forward",
             f"judge: 7,168 pairs x 4,096 tokens / ({math_judge_tps:,.0f} tok/s/GPU x {gpus}) "
             f"= {math_judge:.1f} s, + {JUDGE_LATENCY_S} s per call",
         ],
+        math_settle,
     )
     chat_tokens = 64 * 8 * (300 + 700)  # prompt ~300, response ~700 of the 1,024 cap (assumed)
     chat_judge_tps = 200_000  # ModernBERT-base: FLOPs allow ~760k at 30% MFU; vLLM small-batch
@@ -140,7 +163,11 @@ def paper_scales(classifier_gpus: int = 8) -> list[Scale]:
             f"policy forward {TRAIN_MFU:.0%} MFU on 8 H100s; training = 3 x forward",
             f"judge: 1,792 pairs x 1,400 tokens / ({chat_judge_tps:,} tok/s/GPU x {gpus}) "
             f"= {chat_judge:.1f} s, + {JUDGE_LATENCY_S} s per call",
+            f"judge reads {CHAT_WORDS:,} words = {CHAT_WORDS / CHAT_WORDS_PER_TOKEN:,.0f} "
+            f"tokens at {CHAT_WORDS_PER_TOKEN} words/token, past the 1,024 cap: settled only "
+            "at the end",
         ],
+        settle_fraction(CHAT_WORDS, CHAT_WORDS_PER_TOKEN, 1_024),
     )
     return [math, chat]
 
@@ -150,12 +177,13 @@ def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
     of step 2."""
     from darling_nemo.rehearsal.run import logged_scalars, run_phase
 
-    overlap, stream = MODES[mode]
+    overlap, stream, prefix = MODES[mode]
     cfg = load_config(
         str(shrunk),
         [
             f"darling.overlap={str(overlap).lower()}",
             f"darling.judge_during_generation={str(stream).lower()}",
+            f"darling.prefix_judging={str(prefix).lower()}",
             # No pair is ever equivalent, so every pair the lexical rules leave open is
             # judged: the reference's cost (diverse groups), the waves' worst case.
             "darling.judge.threshold=1.0",
@@ -168,7 +196,11 @@ def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
     run_phase(r, f"{name} {mode}", stem.with_suffix(".yaml"), 2, stem.with_suffix(".log"))  # type: ignore[arg-type]
     run_dir = sorted((r.workdir / "logs").glob("exp_*"))[-1]  # type: ignore[attr-defined]
     scalars = logged_scalars(run_dir)
-    wanted = {"darling/pairs_judged", "darling/pairs_judged_during_generation"}
+    wanted = {
+        "darling/pairs_judged",
+        "darling/pairs_judged_during_generation",
+        "darling/pairs_judged_on_settled_words",
+    }
     return {
         k.removeprefix("timing/train/"): v[2]
         for k, v in scalars.items()
@@ -225,7 +257,10 @@ def report(rows: list[tuple[str, str, dict[str, float]]]) -> str:
         other = step - judge - logprobs - training - generation
         pairs = f"{t.get('darling/pairs_judged', 0):.0f}"
         if "darling/pairs_judged_during_generation" in t:
-            pairs += f" ({t['darling/pairs_judged_during_generation']:.0f})"
+            pairs += f" ({t['darling/pairs_judged_during_generation']:.0f}"
+            if "darling/pairs_judged_on_settled_words" in t:
+                pairs += f", {t['darling/pairs_judged_on_settled_words']:.0f} settled early"
+            pairs += ")"
         lines.append(
             f"| {name.split(':')[0]} | {mode} | {step:.1f} | {generation:.1f} | {logprobs:.1f} | "
             f"{training:.1f} | {judge:.1f} | {other:.1f} | {judge / (step - judge):.1%} | {pairs} |"

@@ -48,12 +48,13 @@ class SettledReporter:
         self.outputs = 0
         self.sent = False
 
-    def see(self, text: str, finished: bool = False) -> None:
-        """The sample's text so far (cumulative)."""
+    def see(self, text: str, now: bool = False) -> None:
+        """The sample's text so far (cumulative); looked at every CHECK_EVERY calls, or
+        `now` (the request's last output)."""
         if self.sent:
             return
         self.outputs += 1
-        if finished or self.outputs % CHECK_EVERY == 0:
+        if now or self.outputs % CHECK_EVERY == 0:
             settled = settled_words(text, self.words)
             if settled is not None:
                 self.send(self.inbox, self.row, settled)
@@ -100,7 +101,7 @@ class ReportingEngine:
 async def _watched(outputs: AsyncIterator[Any], reporter: SettledReporter) -> AsyncIterator[Any]:
     async for output in outputs:
         completion = output.outputs[0]
-        reporter.see(completion.text, finished=output.finished)
+        reporter.see(completion.text, now=output.finished)
         yield output
 
 
@@ -119,6 +120,36 @@ def reporting(tag: list[Any] | None) -> contextlib.AbstractContextManager[None]:
     return scope()
 
 
+# The worker methods the subclass overrides, with their parameters in NeMo-RL v0.4.0 (the
+# subclass is imported in the worker's environment, so touch_points.py cannot check them).
+WORKER_METHODS = {
+    "_create_engine": ("self", "llm_kwargs"),
+    "generate_async": ("self", "data", "greedy"),
+}
+
+
+def check_worker(base: type) -> None:
+    """Raise naming every method of NeMo-RL's async worker that is not v0.4.0's."""
+    import inspect
+
+    problems = []
+    for name, expected in WORKER_METHODS.items():
+        method = getattr(base, name, None)
+        # Ray's actor class adds `_ray_trace_ctx` to every method: not NeMo-RL's
+        found = (
+            tuple(p for p in inspect.signature(method).parameters if p != "_ray_trace_ctx")
+            if method
+            else None
+        )
+        if found != expected:
+            problems.append(f"{base.__name__}.{name}: {found}, expected {expected}")
+    if problems:
+        raise RuntimeError(
+            "darling.prefix_judging subclasses NeMo-RL v0.4.0's async vLLM worker, which "
+            "differs here: " + "; ".join(problems) + " (set darling.prefix_judging=false)"
+        )
+
+
 def _worker_class() -> Any:
     """NeMo-RL v0.4.0's async vLLM worker with its engine watched (imported in the worker's
     own environment, where vLLM is)."""
@@ -126,6 +157,7 @@ def _worker_class() -> Any:
     from nemo_rl.models.generation.vllm.vllm_worker_async import VllmAsyncGenerationWorker
 
     base = VllmAsyncGenerationWorker.__ray_metadata__.modified_class
+    check_worker(base)
 
     class PrefixReportingVllmAsyncWorker(base):  # type: ignore[misc, valid-type]
         def _create_engine(self, llm_kwargs: dict[str, Any]) -> None:

@@ -1,13 +1,15 @@
 """Modelled durations for the CPU rehearsal's stand-ins (`python -m darling_nemo.bench.step_time`).
 
 When DARLING_STEP_TIME_MODEL names a JSON file {"real_s_per_simulated_s": x, "phases":
-{phase: simulated seconds}, "capped_fraction": c}, a paced call takes at least its modelled
-duration times x: it runs, then sleeps what is left. Without the variable (every other run)
-nothing is paced. The model:
+{phase: simulated seconds}, "capped_fraction": c, "settle_fraction": s (optional, 1)}, a
+paced call takes at least its modelled duration times x: it runs, then sleeps what is left.
+Without the variable (every other run) nothing is paced. The model:
 - vLLM stand-ins: a synchronous `generate` call lasts generation + generation_decode (its
   longest response reaches the cap); with the async engine each response lasts generation +
   generation_decode * its length / the cap, the lengths following the response-length model
-  of `length_fraction` (a share c of responses reach the cap, the others spread evenly).
+  of `length_fraction` (a share c of responses reach the cap, the others spread evenly);
+  the words the judge reads of a response are settled at generation + generation_decode *
+  min(its length, s) / the cap (s: the judge's words in tokens / the cap).
 - Policy stand-ins: logprobs, reference_logprobs, training per call (every Ray worker in
   parallel, so the phase lasts its duration).
 - DARLING's judge (in the driver): judge_call per call + judge_pair per pair sent.
@@ -37,6 +39,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 GOLDEN = 0.6180339887498949  # consecutive calls spread evenly over [0, 1)
+
+
+def settle_fraction() -> float:
+    """The model's `settle_fraction` (1 without a model or the key: settled at the end)."""
+    path = os.environ.get(MODEL_ENV)
+    return float(json.loads(Path(path).read_text()).get("settle_fraction", 1.0)) if path else 1.0
 
 
 def _model(path: str) -> tuple[float, dict[str, float], float]:
@@ -80,6 +88,17 @@ def response_seconds(call: int) -> float:
     scale, phases, capped = model
     decode = phases.get("generation_decode", 0.0) * length_fraction(call, capped)
     return (phases.get("generation", 0.0) + decode) * scale
+
+
+def settle_seconds(call: int) -> float | None:
+    """Real seconds after which the async engine's `call`-th response of a worker has its
+    judged words settled; None when no model is set."""
+    model = _current()
+    if model is None:
+        return None
+    scale, phases, capped = model
+    fraction = min(length_fraction(call, capped), settle_fraction())
+    return (phases.get("generation", 0.0) + phases.get("generation_decode", 0.0) * fraction) * scale
 
 
 def seconds_left(seconds: float, started: float) -> float:

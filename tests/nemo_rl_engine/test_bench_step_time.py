@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +19,7 @@ from darling_nemo.rehearsal.pacing import (
     paced_judge,
     phase_seconds,
     response_seconds,
+    settle_seconds,
 )
 
 
@@ -120,6 +124,18 @@ def test_response_lengths_follow_the_capped_share(model):
     assert response_seconds(7) == pytest.approx(10.0 + 80.0 * length_fraction(7, 0.1))
 
 
+def test_the_words_the_judge_reads_settle_at_the_modelled_share_of_a_response(model):
+    model(1.0, {"generation": 10.0, "generation_decode": 80.0}, capped_fraction=0.1)
+    # without settle_fraction: settled when the response ends
+    assert settle_seconds(7) == pytest.approx(response_seconds(7))
+    spec = json.loads(Path(os.environ[MODEL_ENV]).read_text())
+    Path(os.environ[MODEL_ENV]).write_text(json.dumps({**spec, "settle_fraction": 0.5}))
+    capped = next(call for call in range(1, 100) if length_fraction(call, 0.1) == 1.0)
+    short = next(call for call in range(1, 100) if length_fraction(call, 0.1) < 0.5)
+    assert settle_seconds(capped) == pytest.approx(10.0 + 80.0 * 0.5)  # halfway through
+    assert settle_seconds(short) == pytest.approx(response_seconds(short))  # at its end
+
+
 def test_the_paper_scale_models_by_hand():
     math, chat = paper_scales()
     # judge: 7,168 x 4,096 = 29.36 M tokens / (46,679 x 8 = 373,400 tok/s) = 78.6 s + 0.5 s
@@ -134,6 +150,11 @@ def test_the_paper_scale_models_by_hand():
     # 1,792 x 1,400 = 2.51 M tokens / 1.6 M tok/s = 1.57 s + 0.5 s
     assert chat.judge_s == pytest.approx(2.068, abs=1e-3)
     assert chat.phases["judge_pair"] == pytest.approx(1.568 / 56)
+    # the math classifier reads (4,096 - 3) // 2 = 2,046 words = 2,046 / 0.37 = 5,530
+    # tokens of a response: 5,530 / 8,192 = 67.5% of a capped one; ModernBERT's 1,022
+    # words = 1,363 tokens at 0.75 words/token, past the 1,024 cap: settled at the end
+    assert math.settle_fraction == pytest.approx(0.675, abs=0.001)
+    assert chat.settle_fraction == 1.0
 
 
 def test_report_puts_the_overlapped_wait_on_the_critical_path_not_in_training():
@@ -162,13 +183,17 @@ def test_the_benchmark_runs_nemo_rls_loop_and_prints_its_row(capsys):
     pytest.importorskip("nemo_rl")
     from darling_nemo.bench.step_time import main
 
-    assert main(["--scales", "wildchat", "--modes", "overlap+stream"]) == 0
+    assert main(["--scales", "wildchat", "--modes", "overlap+prefix"]) == 0
     row = next(
         line for line in capsys.readouterr().out.splitlines() if line.startswith("| WildChat")
     )
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[1] == "overlap+stream"
+    assert cells[1] == "overlap+prefix"
     # generation is paced to 8 + 12.3 x the longest response's share of the cap (~20 s)
     assert 15 < float(cells[3]) < 40, row
-    judged, during = cells[9].split()
-    assert int(judged) > 0 and int(during.strip("()")) > 0, row  # the stream judged pairs
+    # "55 (48, 0 settled early)": the stream judged pairs; at WildChat's scale the
+    # classifier's 1,022 words are past the 1,024-token cap, so none settles early
+    pairs = re.fullmatch(r"(\d+) \((\d+), (\d+) settled early\)", cells[9])
+    assert pairs is not None, row
+    judged, during, settled = map(int, pairs.groups())
+    assert judged > 0 and during > 0 and settled == 0, row

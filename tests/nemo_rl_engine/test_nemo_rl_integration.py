@@ -721,7 +721,7 @@ class SettlingScriptedPolicy(ScriptedPolicy):
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             for end in range(1, len(text) + 1):
                 if reporter is not None:
-                    reporter.see(text[:end], finished=end == len(text))
+                    reporter.see(text[:end], now=end == len(text))
             await asyncio.sleep(10 * POLL_S)  # the poller hands it to the stream meanwhile
             yield i, out
 
