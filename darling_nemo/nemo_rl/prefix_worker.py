@@ -63,13 +63,13 @@ class SettledReporter:
 
 def send_to_inbox(inbox: str, row: int, settled: str) -> None:
     """The worker's side of the channel: fire and forget to the driver's named actor."""
-    _inbox(inbox).put.remote(row, settled)
+    inbox_actor(inbox).put.remote(row, settled)
 
 
 _INBOXES: dict[str, Any] = {}
 
 
-def _inbox(name: str) -> Any:
+def inbox_actor(name: str) -> Any:
     import ray
 
     if name not in _INBOXES:
@@ -199,6 +199,9 @@ class PrefixInbox:
     def take(self) -> list[tuple[int, str]]:
         items, self.items = self.items, []
         return items
+
+    def pending(self) -> int:
+        return len(self.items)
 
 
 class InboxPoller:

@@ -218,11 +218,11 @@ class PrefixReportingVllmAsyncWorkerStandIn(VllmAsyncGenerationWorkerStandIn):
     """darling_nemo's prefix-reporting async worker (nemo_rl/prefix_worker.py): the same
     sampling, with each response's text shown to the production `SettledReporter` as it
     grows, token by token, over the response's paced duration, as vLLM's cumulative outputs
-    reach the real worker's reporter. A response whose words were sent is held SETTLED_HOLD_S
-    before it finishes (a real one generates on for thousands of tokens), so the driver's
-    inbox poller delivers them first."""
+    reach the real worker's reporter. A response whose words were sent is held until the
+    driver's inbox poller has taken them (at most HOLD_S), as a real one generates on for
+    thousands of tokens after its words settle."""
 
-    SETTLED_HOLD_S = 0.2
+    HOLD_S = 30.0
 
     stands_in_for = "darling_nemo.nemo_rl.prefix_worker.PrefixReportingVllmAsyncWorker"
 
@@ -237,13 +237,14 @@ class PrefixReportingVllmAsyncWorkerStandIn(VllmAsyncGenerationWorkerStandIn):
         for index in range(len(data["input_lengths"])):
             started = time.perf_counter()
             self.responses_started += 1
+            call = self.responses_started  # other samples' calls go on while this one sleeps
             result = self._generate(data.slice(index, index + 1), greedy)
             length = int(result["generation_lengths"][0])
             start = int(data["input_lengths"][index])
             tokens = result["output_ids"][0, start : start + length].tolist()
             reporter = SettledReporter(tags[index], send_to_inbox) if tags[index] else None
-            settle = settle_seconds(self.responses_started)
-            if settle is not None and settle >= response_seconds(self.responses_started):
+            settle = settle_seconds(call)
+            if settle is not None and settle >= response_seconds(call):
                 reporter = None  # settled only by its end: it joins when it finishes
             if reporter is not None and settle is not None:
                 # bench.step_time: the words settle when the paper-scale response reaches
@@ -257,6 +258,15 @@ class PrefixReportingVllmAsyncWorkerStandIn(VllmAsyncGenerationWorkerStandIn):
                     text = self.tokenizer.decode(tokens[:produced], skip_special_tokens=True)
                     reporter.see(text, now=produced == len(tokens))
                 if reporter.sent:
-                    await asyncio.sleep(self.SETTLED_HOLD_S)
-            await asyncio.sleep(seconds_left(response_seconds(self.responses_started), started))
+                    await taken_by_the_driver(reporter.inbox, self.HOLD_S)
+            await asyncio.sleep(seconds_left(response_seconds(call), started))
             yield index, result
+
+
+async def taken_by_the_driver(inbox: str, hold_s: float) -> None:
+    """Wait until the driver's poller has emptied the inbox (or `hold_s` passed)."""
+    from darling_nemo.nemo_rl.prefix_worker import inbox_actor
+
+    deadline = time.monotonic() + hold_s
+    while await inbox_actor(inbox).pending.remote() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)

@@ -33,6 +33,12 @@ class RehearsalFailure(Exception):
         self.phase, self.error = phase, error
 
 
+STREAMED_EQUALS_SYNCHRONOUS = (
+    "rehearsal check: the DARLING rewards with the verdicts judged during generation equal "
+    "the synchronous ones"
+)
+
+
 def check(condition: bool, phase: str, error: str) -> None:
     if not condition:
         raise RehearsalFailure(phase, error)
@@ -47,6 +53,9 @@ class Expect:
     resume_marker: a log line proving the saved weights were loaded (the stand-ins print
     one; NeMo-RL's real workers print none, so the smoke relies on `trained` alone).
     prob_error_tolerance: |train/token_mult_prob_error - 1| allowed at every trained step.
+    stand_in_checks: the rehearsal's own: every streamed step judged again synchronously
+    (rehearsal/swap.py) and, with darling.prefix_judging, verdicts on settled words used
+    (its responses pass the judge's word budget; a smoke's real ones may not).
     """
 
     trained: tuple[int, ...]
@@ -54,6 +63,7 @@ class Expect:
     resumed: bool
     resume_marker: str | None
     prob_error_tolerance: float
+    stand_in_checks: bool = False
 
 
 def logged_scalars(log_dir: Path) -> dict[str, dict[int, float]]:
@@ -101,6 +111,14 @@ def verify_run(
     streamed = darling.judge_during_generation and not stream_fallbacks(cfg, darling)
     if streamed:
         check(STREAM_ON in text, phase, "the rollout did not feed the judge during generation")
+    if streamed and expect.stand_in_checks:
+        checked = text.count(STREAMED_EQUALS_SYNCHRONOUS)
+        check(
+            checked >= len(expect.trained),
+            phase,
+            f"{checked} of {len(expect.trained)} steps were checked against the synchronous "
+            "judge (rehearsal/swap.py)",
+        )
     prefix = streamed and prefix_judging_on(cfg, darling)
     if prefix:
         check(PREFIX_ON in text, phase, "the generation workers did not report settled words")
@@ -119,7 +137,7 @@ def verify_run(
             f"train/token_mult_prob_error={error:.4f} at step {step}: generation and policy "
             "disagree (refit)",
         )
-    if prefix:
+    if prefix and expect.stand_in_checks:
         settled = scalars.get("darling/pairs_judged_on_settled_words", {})
         check(
             sum(settled.values()) > 0,

@@ -1,5 +1,6 @@
 """Swap NeMo-RL's GPU worker classes for the CPU stand-ins, in every process of a rehearsal
-(and pace DARLING's judge when the step-time benchmark sets its duration model).
+(and pace DARLING's judge when the step-time benchmark sets its duration model; elsewhere,
+check that judging during generation changed no DARLING reward).
 
 NeMo-RL builds its workers from class-path strings (`RayWorkerBuilder(class_path, ...)`) in
 the driver and, for the reward model, inside the RewardModelEnvironment actor, then imports
@@ -15,12 +16,16 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from darling_nemo.rehearsal.pacing import paced_judge
+import numpy as np
+
+from darling_nemo.rehearsal.pacing import MODEL_ENV, paced_judge
+from darling_nemo.rehearsal.phases import STREAMED_EQUALS_SYNCHRONOUS
 from darling_nemo.rehearsal.standins import STAND_INS
 
 
@@ -62,10 +67,55 @@ def _pace_the_judge(module: ModuleType) -> None:
     transform.__init__ = init
 
 
+def _check_streamed_verdicts(module: ModuleType) -> None:
+    """Every rollout judged during generation is judged again without the stream's verdicts
+    (the synchronous path), and the rehearsal stops unless rewards, diversity and classes
+    are the same bit for bit. Not in the step-time benchmark (its judge is paced)."""
+    transform = module.DarlingRewardTransform
+    original = transform.compute
+    if getattr(original, "_rehearsal", False):
+        return
+
+    def compute(self: Any, rows: Any) -> Any:
+        stream = self.stream
+        outcome = original(self, rows)
+        if stream is None or os.environ.get(MODEL_ENV):
+            return outcome
+        kept_batches = len(self._batches)
+        self.stream = None
+        try:
+            synchronous = original(self, rows)
+        finally:
+            self.stream = stream
+            del self._batches[kept_batches:]  # the check's own batch is not the step's
+        same = np.array_equal(outcome.reward, synchronous.reward) and np.array_equal(
+            outcome.diversity, synchronous.diversity
+        )
+        if outcome.result is not None and synchronous.result is not None:
+            same = same and np.array_equal(outcome.result.class_ids, synchronous.result.class_ids)
+        if not same:
+            rows_differ = np.flatnonzero(outcome.reward != synchronous.reward).tolist()
+            raise RuntimeError(
+                "rehearsal check: the verdicts judged during generation changed the DARLING "
+                f"reward (rows {rows_differ}); darling.judge_during_generation / "
+                "darling.prefix_judging must not change a class"
+            )
+        print(f"{STREAMED_EQUALS_SYNCHRONOUS} ({len(outcome.reward)} rows)", flush=True)
+        return outcome
+
+    compute._rehearsal = True  # type: ignore[attr-defined]
+    transform.compute = compute
+
+
+def _patch_transform(module: ModuleType) -> None:
+    _pace_the_judge(module)
+    _check_streamed_verdicts(module)
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "nemo_rl.distributed.worker_groups": _patch_worker_builder,
     "nemo_rl.distributed.ray_actor_environment_registry": _patch_registry,
-    "darling_nemo.nemo_rl.transform": _pace_the_judge,
+    "darling_nemo.nemo_rl.transform": _patch_transform,
 }
 
 
