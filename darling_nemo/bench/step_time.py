@@ -208,6 +208,13 @@ def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
     }
 
 
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 def run_bench(
     workdir: Path, scales: list[Scale], keys: list[str], modes: list[str]
 ) -> list[tuple[str, str, dict[str, float]]]:
@@ -220,11 +227,15 @@ def run_bench(
     )
 
     model = workdir / "step_time_model.json"
-    os.environ[MODEL_ENV] = str(model)  # before Ray starts: its workers inherit it
     model.write_text(json.dumps(Scale("none", {}, 0.0, 0.0, []).model(1.0)))  # unpaced setup
     r = Rehearsal(REPO / "recipes" / "darling_math.py", CONFIG, [], "math", workdir)
     rows = []
     with ExitStack() as stack:
+        # Set before Ray starts (its workers inherit it) and taken back after: a process
+        # that runs the benchmark and then rehearses (a test session) must not pace those.
+        previous = os.environ.get(MODEL_ENV)
+        os.environ[MODEL_ENV] = str(model)
+        stack.callback(_restore_env, MODEL_ENV, previous)
         port = _free_port()
         shrunk, _, cfg = prepare(r, f"http://127.0.0.1:{port}")
         start_judge_server(r, stack, port, None)
