@@ -200,7 +200,7 @@ def test_rehearsal_passes(config):
         ("prepare", "ray", "run 1") if run_1_only else ("prepare", "ray", "run 1", "run 2")
     ):
         assert any(
-            line.startswith(f"phase {phase}:") and ": PASS" in line for line in out.splitlines()
+            line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines()
         )
     # the classifier servers' command line, where the job starts any
     if vllm_sources()[0] is not None:
