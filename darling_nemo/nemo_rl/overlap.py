@@ -247,6 +247,7 @@ def judge_during_generation(
         raise ValueError("judge_during_generation needs a pair judge")
     stream = JudgeStream(transform.judge, transform.settings.threshold)
     original_sample, original_validate = rollouts.run_sample_multi_turn_rollout, grpo.validate
+    sample_signature = inspect.signature(original_sample)
     validating = False
     prompts: dict[int, tuple[int, ...]] = {}  # this rollout's rows -> their group key
     poller = None
@@ -259,7 +260,7 @@ def judge_during_generation(
     async def sample_then_stream(*args: Any, **kwargs: Any) -> Any:
         if validating:
             return await original_sample(*args, **kwargs)
-        call = inspect.signature(original_sample).bind(*args, **kwargs)
+        call = sample_signature.bind(*args, **kwargs)
         row = int(call.arguments["sample_idx"])
         if not stream.is_open:
             stream.open()

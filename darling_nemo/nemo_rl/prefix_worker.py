@@ -27,7 +27,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from darling_nemo.judge_stream import settled_words
@@ -105,19 +105,15 @@ async def _watched(outputs: AsyncIterator[Any], reporter: SettledReporter) -> As
         yield output
 
 
-def reporting(tag: list[Any] | None) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def reporting(tag: list[Any] | None) -> Iterator[None]:
     """The worker's `generate_async` runs inside this: its engine calls report for `tag`."""
-
-    @contextlib.contextmanager
-    def scope() -> Any:
-        token = CURRENT.set(SettledReporter(tag, send_to_inbox) if tag else None)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(ValueError):  # reset from another context
-                CURRENT.reset(token)
-
-    return scope()
+    token = CURRENT.set(SettledReporter(tag, send_to_inbox) if tag else None)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # reset from another context
+            CURRENT.reset(token)
 
 
 # The worker methods the subclass overrides, with their parameters in NeMo-RL v0.4.0 (the

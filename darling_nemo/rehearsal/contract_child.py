@@ -81,3 +81,11 @@ def checked(
 def report(index: int, verdict: str) -> None:
     """The child's line for job `index`."""
     print(f"{MARK} {index} {verdict}", flush=True)
+
+
+def phase_line(verdict: str) -> str:
+    """A job's verdict as the rehearsal's phase prints it; a 'FAIL ...' verdict raises
+    ContractError with the line that names the key."""
+    if verdict.startswith("FAIL "):
+        raise ContractError(verdict.removeprefix("FAIL "))
+    return verdict

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.plan import resolve_architecture
-from darling_nemo.rehearsal.contract_child import ContractError, checked, report
+from darling_nemo.rehearsal.contract_child import ContractError, checked, phase_line, report
 from darling_nemo.schema import PAIR_TEMPLATES, ClassifierServersConfig, ServedJudgeConfig
 from darling_nemo.schema.darling import validate_darling
 
@@ -152,12 +152,11 @@ def run(cfg: dict[str, Any]) -> str:
 
     if isinstance(one := job(cfg), str):
         return f"SKIPPED ({one})"
-    if sources()[0] is None:
-        return f"SKIPPED ({sources()[1]})"
+    found, why = sources()
+    if found is None:
+        return f"SKIPPED ({why})"
     (verdict,) = check_many([cfg])
-    if verdict.startswith("FAIL "):
-        raise ContractError(verdict.removeprefix("FAIL "))
-    return verdict
+    return phase_line(verdict)
 
 
 # ------------------------------------------------------------------------ the child's side

@@ -45,7 +45,7 @@ from typing import Any
 
 from darling_nemo.plan.architectures import resolve_architecture
 from darling_nemo.plan.layout import policy_world_size
-from darling_nemo.rehearsal.contract_child import ContractError, checked, report
+from darling_nemo.rehearsal.contract_child import ContractError, checked, phase_line, report
 from darling_nemo.rehearsal.shrink import lookup
 
 PINNED = {
@@ -217,9 +217,7 @@ def run(cfg: dict[str, Any]) -> str:
     if found is None:
         return f"SKIPPED ({why})"
     (verdict,) = check_many([cfg])
-    if verdict.startswith("FAIL "):
-        raise ContractError(verdict.removeprefix("FAIL "))
-    return verdict
+    return phase_line(verdict)
 
 
 # ------------------------------------------------------------------------ the child's side

@@ -35,7 +35,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.rehearsal.contract_child import ContractError, checked, report
+from darling_nemo.rehearsal.contract_child import ContractError, checked, phase_line, report
 from darling_nemo.rehearsal.contract_megatron_worker import hf_config
 from darling_nemo.rehearsal.shrink import lookup
 
@@ -99,9 +99,7 @@ def run(cfg: dict[str, Any]) -> str:
     if paths is None:
         return f"SKIPPED ({why})"
     (verdict,) = check_many([cfg])
-    if verdict.startswith("FAIL "):
-        raise ContractError(verdict.removeprefix("FAIL "))
-    return verdict
+    return phase_line(verdict)
 
 
 # ------------------------------------------------------------------------ the child's side
