@@ -318,7 +318,8 @@ def rehearse(
     request arrives, before answering it (the start-up probe of each run is one request:
     N=2 kills it in the middle of step 1's first judge call).
     runs: 1 stops after run 1 (CI rehearses the GRPO baselines so: their resume is their
-    DARLING twins' code path)."""
+    DARLING twins' code path); 0 stops after prepare, before Ray (CI checks every config so
+    up to its tiny models and shrunk config, and trains one config per code path)."""
     workdir = Path(tempfile.mkdtemp(prefix="darling-rehearsal-", dir="/tmp"))
     r = Rehearsal(recipe, config_path, list(overrides), task, workdir)
     print(f"rehearsal of {config_path} {' '.join(overrides)} in {workdir}", flush=True)
@@ -333,6 +334,13 @@ def rehearse(
             judge_port = _free_port()
             config, given, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
             print("phase prepare (tiny models, prompts, shrunk config): PASS", flush=True)
+            if runs == 0:
+                print(
+                    f"rehearsal: PASS up to prepare ({time.monotonic() - started:.0f} s; "
+                    f"no run asked; logs in {workdir})",
+                    flush=True,
+                )
+                return 0
             launched = shrunk["darling"]["judge"].get("launch")
             if launched:  # the recipe starts and stops the stand-in itself, in each run
                 print(f"phase judge server (started by the recipe: {launched['executable']})")

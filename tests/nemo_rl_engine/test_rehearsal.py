@@ -30,7 +30,48 @@ NEMO_RL_CONFIGS = sorted(
 )
 
 
-RUN_1_ONLY = ("_grpo.yaml", "_passk.yaml", "_outcome.yaml", "_gdpo.yaml")
+# CI trains, checkpoints and resumes one config per code path of the NeMo-RL run (a path: what
+# the recipe, NeMo-RL's loop and the DARLING hook do differently), and takes every other config
+# through the config phase, the four contracts and prepare (the shrink, the tiny models). The
+# layouts (TP, PP, CP, vLLM TP, sizes) are what the contracts check, for every config.
+PATHS = {  # path: (its config, runs: 2 = setup, step, checkpoint, then resume and step)
+    "megatron math": ("conf/math_qwen3_4b_darling.yaml", 2),  # + async engine, prefix judging
+    "megatron wildchat (reward model)": ("conf/wildchat_llama8b_darling.yaml", 2),
+    "one-node classifier server": ("conf/math_qwen3_1p7b_1node_darling.yaml", 2),
+    # their resume is the DARLING path's; only the reward differs
+    "grpo baseline": ("conf/math_qwen3_4b_grpo.yaml", 1),
+    "rival": ("conf/math_qwen3_4b_outcome.yaml", 1),  # lexical judge + math-verify answers
+}
+PATH_OF_CONFIG = {
+    "conf/math_qwen3_14b_darling.yaml": "megatron math",
+    "conf/math_qwen3_14b_grpo.yaml": "grpo baseline",
+    "conf/math_qwen3_1p7b_1node_darling.yaml": "one-node classifier server",
+    "conf/math_qwen3_4b_darling.yaml": "megatron math",
+    "conf/math_qwen3_4b_gdpo.yaml": "rival",
+    "conf/math_qwen3_4b_grpo.yaml": "grpo baseline",
+    "conf/math_qwen3_4b_outcome.yaml": "rival",
+    "conf/math_qwen3_4b_passk.yaml": "rival",
+    "conf/wildchat_llama70b_darling.yaml": "megatron wildchat (reward model)",
+    "conf/wildchat_llama70b_grpo.yaml": "grpo baseline",
+    "conf/wildchat_llama8b_darling.yaml": "megatron wildchat (reward model)",
+    "conf/wildchat_llama8b_grpo.yaml": "grpo baseline",
+    "conf/wildchat_qwen3_1p7b_1node_darling.yaml": "one-node classifier server",
+}
+REPRESENTATIVES = {config for config, _ in PATHS.values()}
+
+
+def code_path(cfg: dict) -> str:
+    """The path a config's run takes, read from its keys (what PATH_OF_CONFIG must say)."""
+    darling = cfg["darling"]
+    if darling["judge"].get("launch"):
+        return "one-node classifier server"
+    if not darling["enabled"]:
+        return "grpo baseline"
+    if darling["method"] != "darling" or darling["fusion"] != "multiplicative":
+        return "rival"
+    if cfg["env"]["reward_model"]["enabled"]:
+        return "megatron wildchat (reward model)"
+    return "megatron math"
 
 
 def recipe_for(config: str) -> str:
@@ -62,6 +103,23 @@ def test_every_nemo_rl_config_is_rehearsed():
     # the 8 paper configs, the 2 one-node defaults of the no-argument recipes and the 3
     # rivals of math_qwen3_4b_darling (docs/rivals.md)
     assert len(NEMO_RL_CONFIGS) == 13
+    # each is in the table, on the path its keys take, and that path's config is trained in CI
+    assert sorted(PATH_OF_CONFIG) == NEMO_RL_CONFIGS
+    for config, path in PATH_OF_CONFIG.items():
+        assert code_path(load_config(REPO / config)) == path, config
+    for path, (config, _) in PATHS.items():
+        assert PATH_OF_CONFIG[config] == path
+    assert set(PATHS) == set(PATH_OF_CONFIG.values())
+
+
+def test_the_path_table_is_checked_against_the_keys():
+    # a config moved onto another path by its keys no longer matches its row
+    cfg = load_config(REPO / "conf/wildchat_llama8b_darling.yaml")
+    assert code_path(cfg) == "megatron wildchat (reward model)"
+    cfg["darling"]["fusion"] = "gdpo"
+    assert code_path(cfg) == "rival" != PATH_OF_CONFIG["conf/wildchat_llama8b_darling.yaml"]
+    cfg["darling"]["judge"]["launch"] = {"executable": "vllm"}
+    assert code_path(cfg) == "one-node classifier server"
 
 
 @pytest.mark.parametrize("config", NEMO_RL_CONFIGS)
@@ -167,41 +225,21 @@ def in_process(config: str, overrides: list[str], **rehearse_args) -> tuple[int,
     return run_rehearsal(["-c", code])
 
 
-@pytest.mark.nemo_rl
-@pytest.mark.slow
-@pytest.mark.parametrize("config", NEMO_RL_CONFIGS)
-def test_rehearsal_passes(config):
-    # The GRPO baselines differ from their DARLING twins in two keys (base/grpo_baseline.yaml)
-    # and share their checkpoint and resume path, the rivals (passk, outcome, gdpo) differ
-    # from math_qwen3_4b_darling in their darling: keys only, and 70B's resume is the 8B's
-    # path on a larger layout: CI rehearses their run 1 only, which keeps the NeMo-RL part
-    # of CI within its time on 2 cores. `--rehearse` by hand runs both (docs/rehearsal.md).
-    pytest.importorskip("nemo_rl")
-    run_1_only = config.endswith(RUN_1_ONLY) or "llama70b" in config
-    if run_1_only:
-        rc, out, wall = in_process(config, [], runs=1)
-    else:
-        rc, out, wall = run_rehearsal([recipe_for(config), "--config", config, "--rehearse"])
-    print(f"REHEARSAL {config}: {verdict(out)} in {wall:.0f} s")
-    assert verdict(out).startswith("rehearsal: PASS"), verdict(out)
-    assert rc == 0
-    # darling.overlap (the default) was on: the judge ran while NeMo-RL computed log-probs
-    logs = Path(re.search(r"logs in (\S+?)\)", out).group(1))
-    for run in ("run1.log",) if run_1_only else ("run1.log", "run2.log"):
-        assert OVERLAP_ON in (logs / run).read_text(), run
-    # NeMo-RL's own Megatron and vLLM worker paths too, where the pinned libraries are
-    # installed (.ci/run installs both)
-    contracts = (
+def contract_phases() -> tuple[str, ...]:
+    """NeMo-RL's own Megatron and vLLM worker paths too, where the pinned libraries are
+    installed (.ci/run installs both)."""
+    return (
         ("contract (megatron)",)
         + (("contract (megatron worker)",) if megatron_sources()[0] is not None else ())
         + (("contract (vllm)",) if vllm_sources()[0] is not None else ())
     )
-    for phase in contracts + (
-        ("prepare", "ray", "run 1") if run_1_only else ("prepare", "ray", "run 1", "run 2")
-    ):
+
+
+def assert_phases_pass(out: str, config: str, phases: tuple[str, ...]) -> None:
+    for phase in phases:
         assert any(
             line.startswith(f"phase {phase}") and ": PASS" in line for line in out.splitlines()
-        )
+        ), phase
     # the classifier servers' command line, where the job starts any
     if vllm_sources()[0] is not None:
         expected = "PASS" if isinstance(classifier_job(load_config(config)), dict) else "SKIPPED"
@@ -209,6 +247,46 @@ def test_rehearsal_passes(config):
             line.startswith(f"phase contract (vllm classify): {expected}")
             for line in out.splitlines()
         )
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.parametrize(
+    "config", sorted(set(NEMO_RL_CONFIGS) - REPRESENTATIVES), ids=lambda c: Path(c).stem
+)
+def test_every_other_config_passes_contracts_and_prepare(config):
+    # the configs whose code path another config trains below: the config phase, the four
+    # contracts (cached by the contract tests before this file) and the shrink's tiny models
+    pytest.importorskip("nemo_rl")
+    rc, out, wall = in_process(config, [], runs=0)
+    print(f"REHEARSAL {config}: {verdict(out)} in {wall:.0f} s")
+    assert verdict(out).startswith("rehearsal: PASS up to prepare"), verdict(out)
+    assert rc == 0
+    assert_phases_pass(out, config, (*contract_phases(), "prepare"))
+    assert "phase ray" not in out
+
+
+@pytest.mark.nemo_rl
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_rehearsal_passes(path):
+    # One config per code path (PATHS): trained, checkpointed and, with runs 2, resumed. The
+    # GRPO baseline and the rival differ from the DARLING path in the reward only and share its
+    # resume. `--rehearse` by hand runs both runs of any config (docs/rehearsal.md).
+    pytest.importorskip("nemo_rl")
+    config, runs = PATHS[path]
+    if runs == 1:
+        rc, out, wall = in_process(config, [], runs=1)
+    else:
+        rc, out, wall = run_rehearsal([recipe_for(config), "--config", config, "--rehearse"])
+    print(f"REHEARSAL {path} ({config}): {verdict(out)} in {wall:.0f} s")
+    assert verdict(out).startswith("rehearsal: PASS"), verdict(out)
+    assert rc == 0
+    # darling.overlap (the default) was on: the judge ran while NeMo-RL computed log-probs
+    logs = Path(re.search(r"logs in (\S+?)\)", out).group(1))
+    for run in range(1, runs + 1):
+        assert OVERLAP_ON in (logs / f"run{run}.log").read_text(), run
+    runs_phases = tuple(f"run {run}" for run in range(1, runs + 1))
+    assert_phases_pass(out, config, (*contract_phases(), "prepare", "ray", *runs_phases))
 
 
 def rehearse_math_4b(*overrides: str) -> tuple[int, str]:
