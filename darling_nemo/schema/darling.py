@@ -134,7 +134,8 @@ class DarlingSection(Strict):
 
 
 def _field(key: methods.Key) -> Any:
-    return (type(key.default), Field(key.default, ge=key.ge, gt=key.gt, le=key.le))
+    bounds = {"ge": key.ge, "gt": key.gt, "le": key.le}
+    return (type(key.default), Field(key.default, description=key.doc, **bounds))
 
 
 # The section: the shared keys, then each registered method's and fusion's own.
