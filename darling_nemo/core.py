@@ -7,9 +7,9 @@ One group = the n responses sampled for one prompt. The pipeline per group:
     fusion    quality * diversity (default)                      -> r_i
     advantage r_i - mean_j r_j (no std division by default)      -> A_i
 
-`darling.method` swaps the reward for a rival's (rivals.py, docs/rivals.md): pass@k
-training's analytic advantage, or outcome-based exploration's penalty on repeated answers;
-`fusion: gdpo` normalises quality and diversity apart. The rest of the pipeline is shared.
+The reward step belongs to the method `darling.method` names (and, for DARLING, the
+`darling.fusion`): each is one module of `darling_nemo/methods/`, found through its
+registry (docs/rivals.md). The partition, diversity and advantages here are shared.
 
 Every function takes plain Python/numpy values so the same code serves the TRL engine,
 the NeMo-RL adapter, `darling-score` and the evaluations. Reference semantics and where we
@@ -21,15 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
-from darling_nemo.rivals import (
-    outcome_penalty,
-    passk_advantages,
-    separately_normalized,
-    whiten_batch,
-)
+from darling_nemo import methods
+from darling_nemo.methods.base import check_finite
+from darling_nemo.methods.darling import QualityShift
 
 PairJudge = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
 """A batched semantic-equivalence judge: list of (response_a, response_b) -> P(similar) each.
@@ -38,28 +36,6 @@ Pairs are always sent as (responses[i], responses[j]) with i < j, like the refer
 so an order-sensitive classifier sees the same orientation."""
 
 SHORT_ANSWER_MAX_WORDS = 5
-
-
-class Fusion(StrEnum):
-    MULTIPLICATIVE = "multiplicative"  # r = q * d (paper and reference code)
-    ADDITIVE = "additive"  # r = z(q) + z(d), per-group z-scores (paper Table 2 ablation)
-    QUALITY_ONLY = "quality_only"  # r = q (plain GRPO)
-    # r = z(q) + w z(d) per group (sample std), then the batch whitened: GDPO's separate
-    # normalisation of each reward (rivals.separately_normalized, NeMo-RL's GDPO estimator)
-    GDPO = "gdpo"
-
-
-class Method(StrEnum):
-    """What the reward of a response is (docs/rivals.md)."""
-
-    DARLING = "darling"  # fused quality and diversity (`fusion`), the paper's method
-    PASS_AT_K = "pass_at_k"  # the analytic pass@k advantage of binary rewards (arXiv 2508.10751)
-    OUTCOME = "outcome"  # quality + a penalty per repeat of the final answer (arXiv 2509.06941)
-
-
-class QualityShift(StrEnum):
-    NONE = "none"  # reference default: negative quality times diversity gets MORE negative
-    GROUP_MIN = "group_min"  # q - min_group(q) >= 0, so more diversity never lowers a reward
 
 
 class Baseline(StrEnum):
@@ -387,52 +363,8 @@ def ngram_diversity(responses: Sequence[str], *, n: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Fusion and advantages
+# Advantages (the rewards before them are the method's: darling_nemo/methods/)
 # ---------------------------------------------------------------------------------------------
-
-
-def check_finite(values: Sequence[float], name: str) -> np.ndarray:
-    """Return `values` as a float array; raise naming the first non-finite index."""
-    arr = np.asarray(values, dtype=float)
-    bad = np.flatnonzero(~np.isfinite(arr))
-    if bad.size:
-        raise ValueError(f"{name}[{int(bad[0])}] is {arr[bad[0]]}: {name} must be finite")
-    return arr
-
-
-def _zscore(x: np.ndarray) -> np.ndarray:
-    std = x.std()
-    return (x - x.mean()) / std if std > 0 else np.zeros_like(x)
-
-
-def fuse(
-    quality: Sequence[float],
-    diversity: Sequence[float],
-    *,
-    fusion: Fusion,
-    quality_shift: QualityShift,
-) -> np.ndarray:
-    """Combine one group's quality and diversity into the DARLING reward.
-
-    multiplicative: q * d (reference: no epsilon, no shift).
-    additive: z(q) + z(d) with per-group population z-scores (0 where a term is constant).
-    quality_only: q.
-    quality_shift=group_min first replaces q by q - min(q) (>= 0), for reward models whose
-    scores are negative, where q * d would punish diversity.
-    """
-    q = check_finite(quality, "quality")
-    d = check_finite(diversity, "diversity")
-    if q.shape != d.shape:
-        raise ValueError(f"quality has {q.size} values but diversity has {d.size}")
-    if quality_shift is QualityShift.GROUP_MIN and q.size:
-        q = q - q.min()
-    if fusion is Fusion.MULTIPLICATIVE:
-        return q * d
-    if fusion is Fusion.ADDITIVE:
-        return _zscore(q) + _zscore(d)
-    if fusion is Fusion.GDPO:
-        raise ValueError("fusion gdpo needs its weight and epsilon: rivals.separately_normalized")
-    return q.copy()
 
 
 def group_indices(group_ids: Sequence[Hashable]) -> list[np.ndarray]:
@@ -491,23 +423,22 @@ class DarlingSettings:
     ngram: int
     floor: float
     partition_scope: PartitionScope
-    fusion: Fusion
+    fusion: str  # a registered fusion (methods.fusion_names()), for method darling
     quality_shift: QualityShift
     baseline: Baseline
     normalize_std: bool
     std_epsilon: float
     threshold: float
     judge_rounds: JudgeRounds  # WAVES: partition_groups; ONE: partition_groups_in_one_call
-    method: Method
-    k: int  # pass_at_k: the k of pass@k
-    outcome_coef: float  # outcome: the penalty per repeat of an answer, over n
-    diversity_weight: float  # fusion gdpo: w in z(q) + w z(d)
+    method: str  # a registered method (methods.method_names())
+    keys: Mapping[str, Any]  # the methods' and fusions' own config keys (methods.Key)
 
     @property
     def partitions(self) -> bool:
-        """Whether each group is cut into classes (of meaning, or of final answers for
-        method outcome), so the class metrics exist."""
-        return self.method is Method.OUTCOME or self.diversity is Diversity.SEMANTIC
+        """Whether each group is cut into classes (of meaning, or of final answers for a
+        method with answer classes), so the class metrics exist."""
+        answers = methods.method(self.method).answer_classes
+        return answers or self.diversity is Diversity.SEMANTIC
 
 
 @dataclass(frozen=True)
@@ -534,28 +465,6 @@ class DarlingBatch:
         return sum(self.group_pairs_total)
 
 
-def _partition_in_scope(
-    responses: Sequence[str],
-    quality: np.ndarray,
-    groups: Sequence[np.ndarray],
-    judge: PairJudge | None,
-    settings: DarlingSettings,
-    known: Mapping[tuple[int, int], float] | None,
-) -> tuple[list[np.ndarray], list[Partition]]:
-    """Each group's partitioned rows (all, or the correct ones) and their partition."""
-    scoped = [
-        rows
-        if settings.partition_scope is PartitionScope.ALL
-        else rows[quality[rows] > 0]  # only the correct responses are partitioned
-        for rows in groups
-    ]
-    texts = [[responses[i] for i in rows] for rows in scoped]
-    if settings.judge_rounds == JudgeRounds.ONE:
-        return scoped, partition_groups_in_one_call(texts, judge, settings.threshold)
-    local = _local(known, scoped) if known else None
-    return scoped, partition_groups(texts, judge, settings.threshold, local)
-
-
 def _local(
     known: Mapping[tuple[int, int], float], groups: Sequence[np.ndarray]
 ) -> list[KnownVerdicts]:
@@ -567,6 +476,52 @@ def _local(
         if ga == gb:
             local[ga][min(ka, kb), max(ka, kb)] = p
     return local
+
+
+@dataclass
+class _Classes:
+    """What the partition gives the reward step: per response and per group."""
+
+    diversity: np.ndarray
+    class_ids: np.ndarray
+    num_classes: list[int]
+    pairs_judged: list[int]
+
+
+def _partition(
+    responses: Sequence[str],
+    q: np.ndarray,
+    groups: Sequence[np.ndarray],
+    judge: PairJudge | None,
+    settings: DarlingSettings,
+    known: Mapping[tuple[int, int], float] | None,
+    answers: bool,
+    out: _Classes,
+) -> None:
+    """Each group's classes and diversity: of final answers (`answers`: `judge` judges
+    answers, only exact duplicates decided without it, every response) or of meaning (the
+    judge and the lexical rules) over the partition scope (all, or the correct ones)."""
+    everything = answers or settings.partition_scope is PartitionScope.ALL
+    scoped = [rows if everything else rows[q[rows] > 0] for rows in groups]
+    texts = [[responses[i] for i in rows] for rows in scoped]
+    rule = same_text if answers else lexical_decision
+    if settings.judge_rounds == JudgeRounds.ONE:
+        parts = partition_groups_in_one_call(texts, judge, settings.threshold, rule)
+    else:
+        local = _local(known, scoped) if known and not answers else None
+        parts = partition_groups(texts, judge, settings.threshold, local, rule)
+    for rows, sub, part in zip(groups, scoped, parts, strict=True):
+        out.pairs_judged.append(part.pairs_judged)
+        out.num_classes.append(part.num_classes + (len(rows) - len(sub)))
+        if everything:
+            out.class_ids[rows] = part.class_ids
+            out.diversity[rows] = diversity_from_classes(part.class_ids, floor=settings.floor)
+        else:
+            local_ids = np.arange(len(rows)) + len(sub)  # incorrect: singleton classes
+            correct = q[rows] > 0
+            local_ids[correct] = part.class_ids
+            out.class_ids[rows] = local_ids
+            out.diversity[rows] = diversity_correct_only(local_ids, correct, floor=settings.floor)
 
 
 def darling_batch(
@@ -582,59 +537,32 @@ def darling_batch(
     known: verdicts judged before, (a, b) with a < b indexing `responses` -> P(similar)
     (`partition_groups`' `known`); pairs across groups or outside the scope are ignored.
 
-    settings.method (docs/rivals.md): darling fuses quality and diversity; pass_at_k makes
-    the reward the analytic pass@k advantage (diversity and classes still computed, for the
-    metrics); outcome partitions each group by final answer with `judge` judging answers
-    (only exact duplicates decided without it) and adds `rivals.outcome_penalty` to the
-    quality. Every method's advantage is then `advantages` of its reward."""
+    The reward is `settings.method`'s (darling_nemo/methods/, docs/rivals.md); its classes
+    are of meaning (`settings.diversity`) or, for a method with answer classes, of final
+    answers with `judge` judging answers. Every method's advantage is then `advantages` of
+    its reward."""
     q = check_finite(quality, "quality")
     if not (len(responses) == q.size == len(group_ids)):
         raise ValueError(
             f"batch lengths differ: {len(responses)} responses, {q.size} quality, "
             f"{len(group_ids)} group ids"
         )
-    if settings.method is Method.PASS_AT_K:
-        _check_binary(q)
+    method = methods.method(settings.method)
+    if method.check_quality is not None:
+        method.check_quality(q)
     groups = group_indices(group_ids)
-    diversity = np.zeros(q.size)
-    class_ids = np.full(q.size, -1, dtype=np.int64)
-    num_classes: list[int] = []
-    pairs_judged: list[int] = []
-
-    if settings.method is Method.OUTCOME:
-        texts = [[responses[i] for i in rows] for rows in groups]
-        if settings.judge_rounds == JudgeRounds.ONE:
-            parts = partition_groups_in_one_call(texts, judge, settings.threshold, same_text)
-        else:
-            parts = partition_groups(texts, judge, settings.threshold, rule=same_text)
-        for rows, part in zip(groups, parts, strict=True):
-            pairs_judged.append(part.pairs_judged)
-            num_classes.append(part.num_classes)
-            class_ids[rows] = part.class_ids
-            diversity[rows] = diversity_from_classes(part.class_ids, floor=settings.floor)
+    out = _Classes(np.zeros(q.size), np.full(q.size, -1, dtype=np.int64), [], [])
+    if method.answer_classes or settings.diversity == Diversity.SEMANTIC:
+        _partition(responses, q, groups, judge, settings, known, method.answer_classes, out)
     elif settings.diversity == Diversity.NGRAM:
         for rows in groups:
-            diversity[rows] = ngram_diversity([responses[i] for i in rows], n=settings.ngram)
-            num_classes.append(0)
-            pairs_judged.append(0)
-    elif settings.diversity == Diversity.SEMANTIC:
-        scoped, parts = _partition_in_scope(responses, q, groups, judge, settings, known)
-        for rows, sub, part in zip(groups, scoped, parts, strict=True):
-            pairs_judged.append(part.pairs_judged)
-            num_classes.append(part.num_classes + (len(rows) - len(sub)))
-            if settings.partition_scope is PartitionScope.ALL:
-                class_ids[rows] = part.class_ids
-                diversity[rows] = diversity_from_classes(part.class_ids, floor=settings.floor)
-            else:
-                local = np.arange(len(rows)) + len(sub)  # incorrect: singleton classes
-                correct = q[rows] > 0
-                local[correct] = part.class_ids
-                class_ids[rows] = local
-                diversity[rows] = diversity_correct_only(local, correct, floor=settings.floor)
+            out.diversity[rows] = ngram_diversity([responses[i] for i in rows], n=settings.ngram)
+            out.num_classes.append(0)
+            out.pairs_judged.append(0)
     else:
         raise ValueError(f"unknown diversity {settings.diversity!r}: use 'semantic' or 'ngram'")
 
-    reward = _rewards(q, diversity, class_ids, groups, settings)
+    reward = method.rewards(q, out.diversity, out.class_ids, groups, settings)
     adv = advantages(
         reward,
         group_ids,
@@ -644,61 +572,12 @@ def darling_batch(
     )
     return DarlingBatch(
         quality=q,
-        diversity=diversity,
+        diversity=out.diversity,
         reward=reward,
         advantage=adv,
-        class_ids=class_ids,
-        num_classes=num_classes,
+        class_ids=out.class_ids,
+        num_classes=out.num_classes,
         group_sizes=[len(rows) for rows in groups],
-        group_pairs_judged=pairs_judged,
+        group_pairs_judged=out.pairs_judged,
         group_pairs_total=[len(rows) * (len(rows) - 1) // 2 for rows in groups],
     )
-
-
-def _check_binary(quality: np.ndarray) -> None:
-    """pass@k training counts correct responses: every quality must be 0 or 1."""
-    bad = np.flatnonzero((quality != 0.0) & (quality != 1.0))
-    if bad.size:
-        raise ValueError(
-            f"quality[{int(bad[0])}] is {quality[bad[0]]}: darling.method=pass_at_k needs binary "
-            "rewards (1 correct, 0 not), such as a verifier's; use method darling or outcome "
-            "for graded rewards (NeMo-RL: leave grpo.reward_scaling off)"
-        )
-
-
-def _rewards(
-    q: np.ndarray,
-    diversity: np.ndarray,
-    class_ids: np.ndarray,
-    groups: Sequence[np.ndarray],
-    settings: DarlingSettings,
-) -> np.ndarray:
-    """Each response's reward under `settings.method` (and fusion, for method darling)."""
-    reward = np.zeros(q.size)
-    for rows in groups:
-        if settings.method is Method.PASS_AT_K:
-            if settings.k > rows.size:
-                raise ValueError(
-                    f"darling.k={settings.k} but a group has {rows.size} responses: pass@k "
-                    "training needs k <= the group size"
-                )
-            reward[rows] = passk_advantages(q[rows] > 0, settings.k)
-        elif settings.method is Method.OUTCOME:
-            reward[rows] = q[rows] + outcome_penalty(class_ids[rows], settings.outcome_coef)
-        elif settings.fusion is Fusion.GDPO:
-            reward[rows] = separately_normalized(
-                q[rows],
-                diversity[rows],
-                diversity_weight=settings.diversity_weight,
-                epsilon=settings.std_epsilon,
-            )
-        else:
-            reward[rows] = fuse(
-                q[rows],
-                diversity[rows],
-                fusion=settings.fusion,
-                quality_shift=settings.quality_shift,
-            )
-    if settings.method is Method.DARLING and settings.fusion is Fusion.GDPO:
-        reward = whiten_batch(reward)
-    return reward

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from darling_nemo import methods
 from darling_nemo.config import (
     apply_overrides,
     check_judge_models,
@@ -29,7 +30,7 @@ from darling_nemo.config import (
     exits_on_config_error,
     load_config,
 )
-from darling_nemo.core import Method, darling_batch
+from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import JudgeError, make_judge
 from darling_nemo.schema import DarlingConfig, JudgeConfig, validate_darling
@@ -77,7 +78,7 @@ def _check_group(row: dict[str, Any]) -> str | None:
 
 def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[str, Any]]:
     """Score groups in chunks so the judge sees the pairs of many groups per call."""
-    if cfg.method is Method.OUTCOME:  # classes of final answers, compared by math-verify
+    if methods.method(cfg.method).answer_classes:  # final answers, compared by math-verify
         from darling_nemo.judges.answers import MathAnswerJudge
 
         judge: Any = MathAnswerJudge()
@@ -158,9 +159,10 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             out.close()
     judged = sum(r["pairs_judged"] for r in scored)
     total = sum(r["pairs_total"] for r in scored)
+    answers = methods.method(cfg.method).answer_classes
     print(
         f"darling-score: {len(scored)} groups, {judged}/{total} pairs judged "
-        f"(judge: {'math-verify answers' if cfg.method is Method.OUTCOME else cfg.judge.kind})",
+        f"(judge: {'math-verify answers' if answers else cfg.judge.kind})",
         file=sys.stderr,
     )
     return 0

@@ -14,10 +14,10 @@ from helpers import REPO
 
 # Lowest first. A top-level module or sub-package of darling_nemo is named by its first part.
 LAYERS: list[set[str]] = [
-    {  # the pure core (rivals: the rival methods' formulas, beside it)
+    {  # the pure core (methods: DARLING's fusions and its rivals, one module each, beside it)
         "__init__",
         "core",
-        "rivals",
+        "methods",
         "validation_messages",
         "schema_keys",
         "jsonl",

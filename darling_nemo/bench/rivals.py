@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from darling_nemo.core import Method, darling_batch
+from darling_nemo import methods
+from darling_nemo.core import darling_batch
 from darling_nemo.judges.answers import MathAnswerJudge
 from darling_nemo.schema import validate_darling
 
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         darling = validate_darling({"judge": {"kind": "lexical"}, **section})
         seconds, judged = [], 0
         for _ in range(args.repeats):
-            judge = MathAnswerJudge() if darling.method is Method.OUTCOME else None
+            answers = methods.method(darling.method).answer_classes
+            judge = MathAnswerJudge() if answers else None
             start = time.perf_counter()
             result = darling_batch(texts, quality, groups, judge, darling.settings())
             seconds.append(time.perf_counter() - start)

@@ -49,7 +49,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.core import Method
+from darling_nemo import methods
 from darling_nemo.judges import make_judge
 from darling_nemo.nemo_rl.checks import (
     PREFIX_ON,
@@ -210,7 +210,7 @@ def reward_judge(darling: DarlingConfig) -> Any:
     """The judge the reward transform asks: math-verify's judge of final answers for
     darling.method=outcome (the math task; checks.py refuses it with a reward model),
     darling.judge where the section calls it, else None (lexical rules alone)."""
-    if darling.method is Method.OUTCOME:
+    if methods.method(darling.method).answer_classes:
         from darling_nemo.judges.answers import MathAnswerJudge
 
         return MathAnswerJudge()

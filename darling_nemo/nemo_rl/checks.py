@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from darling_nemo.core import Baseline, Diversity, JudgeRounds, Method, PartitionScope
+from darling_nemo import methods
+from darling_nemo.core import Baseline, Diversity, JudgeRounds, PartitionScope
 from darling_nemo.schema import (
     ConfigError,
     DarlingConfig,
     ServedJudgeConfig,
     config_problems,
+    group_size_problem,
     validate_darling,
 )
 
@@ -181,29 +183,27 @@ def nemo_rl_contradictions(cfg: dict[str, Any], darling: DarlingConfig) -> list[
 
 def method_problems(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
     """Where `darling.method` cannot work with this NeMo-RL config, naming the keys."""
-    if darling.method is Method.DARLING:
-        return []
+    spec = methods.method(darling.method)
     problems = []
-    method = f"darling.method={darling.method.value}"
+    method = f"darling.method={darling.method}"
     found, reward_model = _lookup(cfg, "env.reward_model.enabled")
-    if found and reward_model:
-        needs = "binary rewards" if darling.method is Method.PASS_AT_K else "final answers"
+    if spec.needs and found and reward_model:
         problems.append(
-            f"{method} needs {needs}; env.reward_model.enabled=true scores with a reward "
+            f"{method} needs {spec.needs}; env.reward_model.enabled=true scores with a reward "
             "model (graded, no final answer): use darling.method=darling"
         )
     found, scaling = _lookup(cfg, "grpo.reward_scaling.enabled")
-    if darling.method is Method.PASS_AT_K and found and scaling:
+    if spec.binary_rewards and found and scaling:
         problems.append(
-            f"grpo.reward_scaling.enabled=true with {method}: pass@k training counts the "
+            f"grpo.reward_scaling.enabled=true with {method}: {spec.title} counts the "
             "math verifier's 1 (correct) and 0; set grpo.reward_scaling.enabled=false"
         )
     found, generations = _lookup(cfg, "grpo.num_generations_per_prompt")
-    if darling.method is Method.PASS_AT_K and found and darling.k > generations:
-        problems.append(
-            f"darling.k={darling.k} is more than grpo.num_generations_per_prompt="
-            f"{generations}: pass@k training needs k <= the responses per prompt"
-        )
+    too_big = found and group_size_problem(
+        darling, "darling", "grpo.num_generations_per_prompt", generations
+    )
+    if too_big:
+        problems.append(too_big)
     return problems
 
 
@@ -287,8 +287,10 @@ def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
             "policy.generation.vllm_cfg.async_engine is not true (the synchronous engine "
             "returns every response of the step at once)"
         )
-    if darling.method is Method.OUTCOME:
-        reasons.append("darling.method=outcome judges final answers once the rollout is done")
+    if methods.method(darling.method).answer_classes:
+        reasons.append(
+            f"darling.method={darling.method} judges final answers once the rollout is done"
+        )
     elif darling.diversity is not Diversity.SEMANTIC or darling.judge.kind == "lexical":
         reasons.append("no pair model to call (darling.diversity / darling.judge.kind)")
     if darling.partition_scope is not PartitionScope.ALL:

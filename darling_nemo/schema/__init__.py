@@ -19,7 +19,7 @@ from darling_nemo.schema.base import (
     validate_section,
 )
 from darling_nemo.schema.classifier import ClassifierServersConfig, ClassifierTrainConfig
-from darling_nemo.schema.darling import DarlingConfig, validate_darling
+from darling_nemo.schema.darling import DarlingConfig, group_size_problem, validate_darling
 from darling_nemo.schema.judges import (
     PAIR_TEMPLATES,
     CrossEncoderJudgeConfig,
@@ -93,6 +93,7 @@ __all__ = [
     "WarmStartConfig",
     "config_problems",
     "format_validation_error",
+    "group_size_problem",
     "validate_darling",
     "validate_section",
 ]

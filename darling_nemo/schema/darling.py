@@ -6,43 +6,45 @@ the planners. Defaults reproduce the reference code (facebookresearch/darling).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
+from darling_nemo import methods
 from darling_nemo.core import (
     Baseline,
     DarlingSettings,
     Diversity,
-    Fusion,
     JudgeRounds,
-    Method,
     PartitionScope,
     QualityShift,
 )
+from darling_nemo.methods import registry
 from darling_nemo.schema.base import ConfigError, Strict, format_validation_error
 from darling_nemo.schema.judges import JudgeConfig, LexicalJudgeConfig
 
+# The registry is read here once: the names `method` and `fusion` allow, and the keys the
+# methods declare (darling_nemo/methods/; registering after this is refused).
+MethodName = Literal[methods.method_names()]
+FusionName = Literal[methods.fusion_names()]
+_METHOD_KEYS = methods.all_keys()
+registry.read_by_schema()
 
-class DarlingConfig(Strict):
-    """How rewards become DARLING rewards and advantages. See docs/fidelity.md."""
+
+class DarlingSection(Strict):
+    """The `darling:` keys every method shares; `DarlingConfig` adds the methods' own keys."""
 
     enabled: bool = True  # false = plain GRPO rewards (quality only) through the same path
     # darling: fused quality and diversity. The rivals (docs/rivals.md): pass_at_k, the
     # analytic pass@k advantage (binary rewards); outcome, quality minus a penalty for each
     # repeat of a final answer in the group (needs answer extraction: math, the dice task).
-    method: Method = Method.DARLING
-    k: int = Field(4, ge=1)  # method pass_at_k: the k of pass@k; at most the group size
-    # method outcome: reward = quality - outcome_coef * (other responses with the same
-    # answer) / n; the paper's per-response term, placed before the group baseline and with
-    # an untuned coefficient (rivals.outcome_penalty says how it differs from the paper).
-    outcome_coef: float = Field(0.5, ge=0.0)
-    diversity_weight: float = Field(1.0, ge=0.0)  # fusion gdpo: z(q) + diversity_weight z(d)
+    # Each is a module of darling_nemo/methods/, with its keys (k, outcome_coef, ...).
+    method: MethodName = "darling"
     diversity: Diversity = Diversity.SEMANTIC
     ngram: int = Field(4, ge=1)
     floor: float = Field(0.1, ge=0.0, le=1.0)  # reference floor; 0 allowed (paper formula)
     partition_scope: PartitionScope = PartitionScope.ALL
-    fusion: Fusion = Fusion.MULTIPLICATIVE
+    fusion: FusionName = "multiplicative"  # method darling: methods/darling.py, gdpo.py
     quality_shift: QualityShift = QualityShift.NONE
     baseline: Baseline = Baseline.MEAN
     normalize_std: bool = False  # DARLING drops std normalisation; GRPO baselines turn it on
@@ -70,35 +72,31 @@ class DarlingConfig(Strict):
     prefix_judging: bool = True
 
     @model_validator(mode="after")
-    def _method_applies(self) -> DarlingConfig:
+    def _method_applies(self) -> DarlingSection:
         """Refuse settings a method cannot honour, naming the keys (one message each)."""
+        method = methods.method(self.method)
         problems = []
-        if self.method is not Method.DARLING:
+        if not method.uses_fusion:
             if not self.enabled:
                 problems.append(
-                    f"enabled=false is plain GRPO, but method={self.method.value}: set "
+                    f"enabled=false is plain GRPO, but method={self.method}: set "
                     "enabled=true (or leave method unset for GRPO)"
                 )
-            if self.fusion is not Fusion.MULTIPLICATIVE:
+            if self.fusion != "multiplicative":
                 problems.append(
-                    f"fusion={self.fusion.value} applies to method darling only, not "
-                    f"method={self.method.value}"
+                    f"fusion={self.fusion} applies to method darling only, not method={self.method}"
                 )
-        if self.method is Method.OUTCOME and self.partition_scope is not PartitionScope.ALL:
-            problems.append(
-                "partition_scope=correct applies to method darling: outcome exploration "
-                "counts repeats among every response's answer"
-            )
-        already_normalised = self.method is Method.PASS_AT_K or (
-            self.method is Method.DARLING and self.enabled and self.fusion is Fusion.GDPO
-        )
-        what = "method=pass_at_k" if self.method is Method.PASS_AT_K else "fusion=gdpo"
-        if already_normalised and self.normalize_std:
+        if method.config_problems is not None:
+            problems += method.config_problems(dict(self))
+        fusion = methods.fusion(self.fusion)
+        fused = method.uses_fusion and self.enabled and fusion.normalised
+        what = f"method={self.method}" if method.normalised else f"fusion={self.fusion}"
+        if (method.normalised or fused) and self.normalize_std:
             problems.append(
                 f"normalize_std=true with {what}: its advantages are normalised already; "
                 "set normalize_std=false (NeMo-RL: grpo.normalize_rewards=false)"
             )
-        if already_normalised and self.baseline is not Baseline.MEAN:
+        if (method.normalised or fused) and self.baseline is not Baseline.MEAN:
             problems.append(
                 f"baseline={self.baseline.value} with {what}: its advantages have mean 0 per "
                 "group already and a leave-one-out baseline would rescale them; set "
@@ -113,7 +111,8 @@ class DarlingConfig(Strict):
         """Whether the pair judge (darling.judge) is ever asked (the ngram ablation never
         asks it; outcome exploration asks the task's answer judge instead): only then is a
         judge built and a served judge probed."""
-        return self.diversity == Diversity.SEMANTIC and self.method is not Method.OUTCOME
+        answers = methods.method(self.method).answer_classes
+        return self.diversity == Diversity.SEMANTIC and not answers
 
     def settings(self) -> DarlingSettings:
         """The plain-value knobs the pure core takes."""
@@ -122,7 +121,7 @@ class DarlingConfig(Strict):
             ngram=self.ngram,
             floor=self.floor,
             partition_scope=self.partition_scope,
-            fusion=self.fusion if self.enabled else Fusion.QUALITY_ONLY,
+            fusion=self.fusion if self.enabled else "quality_only",
             quality_shift=self.quality_shift,
             baseline=self.baseline,
             normalize_std=self.normalize_std,
@@ -130,13 +129,39 @@ class DarlingConfig(Strict):
             threshold=self.judge.threshold,
             judge_rounds=self.judge_rounds,
             method=self.method,
-            k=self.k,
-            outcome_coef=self.outcome_coef,
-            diversity_weight=self.diversity_weight,
+            keys={key.name: getattr(self, key.name) for key in _METHOD_KEYS},
         )
 
 
-def validate_darling(section: dict[str, Any] | None, prefix: str = "darling") -> DarlingConfig:
+def _field(key: methods.Key) -> Any:
+    bounds = {"ge": key.ge, "gt": key.gt, "le": key.le}
+    return (type(key.default), Field(key.default, description=key.doc, **bounds))
+
+
+# The section: the shared keys, then each registered method's and fusion's own.
+DarlingConfig = create_model(
+    "DarlingConfig",
+    __base__=DarlingSection,
+    __module__=__name__,
+    __doc__="How rewards become DARLING rewards and advantages. See docs/fidelity.md.",
+    **{key.name: _field(key) for key in _METHOD_KEYS},
+)
+
+
+def group_size_problem(darling: DarlingSection, key: str, size_key: str, size: int) -> str | None:
+    """Where the method's `group_size_key` (pass@k's k) exceeds the responses per prompt
+    (`size_key`=`size`, the engine's), the problem naming both keys."""
+    name = methods.method(darling.method).group_size_key
+    if name is None or getattr(darling, name) <= size:
+        return None
+    title = methods.method(darling.method).title
+    return (
+        f"{key}.{name}={getattr(darling, name)} is more than {size_key}={size}: {title} "
+        f"needs {name} <= the responses per prompt"
+    )
+
+
+def validate_darling(section: dict[str, Any] | None, prefix: str = "darling") -> DarlingSection:
     """Validate a raw `darling:` mapping; raise ConfigError naming every bad key path."""
     try:
         return DarlingConfig.model_validate(section or {})

@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from darling_nemo.core import Method
+from darling_nemo import methods
 from darling_nemo.schema.base import Strict
-from darling_nemo.schema.darling import DarlingConfig
+from darling_nemo.schema.darling import DarlingConfig, group_size_problem
 
 
 class TinyPolicyConfig(Strict):
@@ -200,23 +200,15 @@ def check_digit_sum_judge(task: TaskConfig, darling: DarlingConfig, key: str) ->
 
 def check_method_fits(task: TaskConfig, darling: DarlingConfig, group_size: int, key: str) -> None:
     """Refuse a `darling.method` the task or the group size cannot serve, naming `key`."""
-    if darling.method is Method.DARLING:
-        return
-    if task.kind == "chat":
-        needs = (
-            "binary rewards (a verifier's)"
-            if darling.method is Method.PASS_AT_K
-            else "final answers to compare"
-        )
+    method = methods.method(darling.method)
+    if method.needs and task.kind == "chat":
         raise ValueError(
-            f"{key}.method={darling.method.value} needs {needs}; task.kind=chat has graded "
-            "scores and no final answer: use method darling"
+            f"{key}.method={darling.method} needs {method.needs}{method.needs_detail}; "
+            "task.kind=chat has graded scores and no final answer: use method darling"
         )
-    if darling.method is Method.PASS_AT_K and darling.k > group_size:
-        raise ValueError(
-            f"{key}.k={darling.k} is more than trainer.group_size={group_size}: pass@k "
-            "training needs k <= the responses per prompt"
-        )
+    problem = group_size_problem(darling, key, "trainer.group_size", group_size)
+    if problem:
+        raise ValueError(problem)
 
 
 class TrlRunConfig(TrlSharedConfig):

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from darling_nemo.core import Method, PairJudge
+from darling_nemo import methods
+from darling_nemo.core import PairJudge
 from darling_nemo.jsonl import read_jsonl
 from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.schema import (
@@ -195,7 +196,7 @@ def build_task(cfg: TrlRunConfig) -> Task:
                 "add prompts or lower task.heldout_prompts"
             )
         words = prompt_words([*rows, *({"prompt": r["answer"]} for r in rows)])
-        if cfg.darling.method is Method.OUTCOME:  # classes of final answers
+        if methods.method(cfg.darling.method).answer_classes:  # classes of final answers
             from darling_nemo.judges.answers import MathAnswerJudge
 
             return Task(rows[:split], rows[split:], math_verify_quality, MathAnswerJudge(), words)

@@ -91,7 +91,7 @@ def test_defaults_cycle_is_reported(tmp_path):
 def test_darling_schema_defaults_are_the_reference():
     cfg = validate_darling({})
     s = cfg.settings()
-    assert (s.floor, s.fusion.value, s.baseline.value, s.normalize_std) == (
+    assert (s.floor, s.fusion, s.baseline.value, s.normalize_std) == (
         0.1,
         "multiplicative",
         "mean",
@@ -114,7 +114,7 @@ def test_darling_schema_reports_every_bad_key_with_its_path():
 
 
 def test_disabled_darling_is_plain_quality():
-    assert validate_darling({"enabled": False}).settings().fusion.value == "quality_only"
+    assert validate_darling({"enabled": False}).settings().fusion == "quality_only"
 
 
 def test_exponent_floats_are_floats_in_files_and_overrides(tmp_path):

@@ -9,25 +9,24 @@ import pytest
 
 from darling_nemo.core import (
     Baseline,
-    Fusion,
     PartitionScope,
     QualityShift,
     advantages,
     darling_batch,
     diversity_correct_only,
     diversity_from_classes,
-    fuse,
     lexical_decision,
     ngram_diversity,
     partition_all_pairs,
     partition_groups,
     short_answer_equivalent,
 )
+from darling_nemo.methods.darling import fuse
 from darling_nemo.schema import validate_darling
 
 REFERENCE = validate_darling({}).settings()  # the schema's defaults: the reference code's
 FLOOR = REFERENCE.floor  # 0.1
-PLAIN = {"fusion": Fusion.MULTIPLICATIVE, "quality_shift": QualityShift.NONE}
+PLAIN = {"fusion": "multiplicative", "quality_shift": QualityShift.NONE}
 MEAN_NO_STD = {"baseline": Baseline.MEAN, "normalize_std": False, "std_epsilon": 1e-6}
 LOO_NO_STD = {**MEAN_NO_STD, "baseline": Baseline.LEAVE_ONE_OUT}
 
@@ -235,9 +234,7 @@ def test_negative_quality_reference_flaw_and_group_min_shift():
     np.testing.assert_allclose(fuse([-2, -1], [1.0, 0.1], **PLAIN), [-2.0, -0.1])
     # group_min: q - min(q) = [0, 1]; times d = [0, 0.1].
     np.testing.assert_allclose(
-        fuse(
-            [-2, -1], [1.0, 0.1], fusion=Fusion.MULTIPLICATIVE, quality_shift=QualityShift.GROUP_MIN
-        ),
+        fuse([-2, -1], [1.0, 0.1], fusion="multiplicative", quality_shift=QualityShift.GROUP_MIN),
         [0.0, 0.1],
     )
 
@@ -245,17 +242,17 @@ def test_negative_quality_reference_flaw_and_group_min_shift():
 def test_additive_fusion_zscores():
     # q = [0, 1]: mean 0.5, pop std 0.5 -> z = [-1, 1]; d = [1, 1] constant -> z = [0, 0].
     np.testing.assert_allclose(
-        fuse([0, 1], [1, 1], fusion=Fusion.ADDITIVE, quality_shift=QualityShift.NONE), [-1, 1]
+        fuse([0, 1], [1, 1], fusion="additive", quality_shift=QualityShift.NONE), [-1, 1]
     )
     # q = [1, 1] -> 0; d = [0.5, 1.0] -> z = [-1, 1].
     np.testing.assert_allclose(
-        fuse([1, 1], [0.5, 1.0], fusion=Fusion.ADDITIVE, quality_shift=QualityShift.NONE), [-1, 1]
+        fuse([1, 1], [0.5, 1.0], fusion="additive", quality_shift=QualityShift.NONE), [-1, 1]
     )
 
 
 def test_quality_only_fusion_ignores_diversity():
     np.testing.assert_allclose(
-        fuse([0.3, 0.7], [0.1, 1.0], fusion=Fusion.QUALITY_ONLY, quality_shift=QualityShift.NONE),
+        fuse([0.3, 0.7], [0.1, 1.0], fusion="quality_only", quality_shift=QualityShift.NONE),
         [0.3, 0.7],
     )
 

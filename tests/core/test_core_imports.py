@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
+
+from helpers import REPO
 
 FORBIDDEN = ("torch", "ray", "vllm", "nemo_rl", "transformers", "trl")
 
@@ -33,3 +36,27 @@ def test_core_imports_without_ml_stacks():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[2]"
+
+
+def test_the_methods_import_only_numpy_and_the_standard_library():
+    # The diversity methods sit beside the core (tests/test_import_layers.py): importing them,
+    # every method and fusion registered, loads nothing but numpy, the standard library and
+    # the package itself.
+    code = textwrap.dedent(
+        """
+        import sys
+        before = set(sys.modules)
+        import darling_nemo.methods
+        loaded = {m.split(".")[0] for m in set(sys.modules) - before}
+        others = loaded - set(sys.stdlib_module_names) - {"numpy", "darling_nemo"}
+        print(sorted(others), darling_nemo.methods.method_names())
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[] ('darling', 'pass_at_k', 'outcome')"
+    # ... and none of the package but itself: the core asks the methods, never the reverse.
+    for path in sorted((REPO / "darling_nemo" / "methods").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("darling_nemo"):
+                assert node.module.startswith("darling_nemo.methods"), (path.name, node.module)

@@ -15,16 +15,15 @@ from hypothesis import strategies as st
 
 from darling_nemo.core import (
     Baseline,
-    Fusion,
     QualityShift,
     advantages,
     darling_batch,
     diversity_from_classes,
-    fuse,
     partition_all_pairs,
     partition_groups,
     partition_groups_in_one_call,
 )
+from darling_nemo.methods.darling import fuse
 from darling_nemo.schema import validate_darling
 
 # Short vocabularies make lexical ties (duplicates, short answers) frequent; long responses
@@ -170,8 +169,8 @@ def test_group_min_shift_never_punishes_diversity(q, data):
     k = data.draw(st.integers(0, len(q) - 1))
     d_hi = list(d_lo)
     d_hi[k] = data.draw(st.floats(d_lo[k], 1))
-    lo = fuse(q, d_lo, fusion=Fusion.MULTIPLICATIVE, quality_shift=QualityShift.GROUP_MIN)
-    hi = fuse(q, d_hi, fusion=Fusion.MULTIPLICATIVE, quality_shift=QualityShift.GROUP_MIN)
+    lo = fuse(q, d_lo, fusion="multiplicative", quality_shift=QualityShift.GROUP_MIN)
+    hi = fuse(q, d_hi, fusion="multiplicative", quality_shift=QualityShift.GROUP_MIN)
     assert hi[k] >= lo[k] - 1e-12
 
 

@@ -1,4 +1,5 @@
-"""The rival methods (darling_nemo/rivals.py, `darling.method`, `fusion: gdpo`).
+"""The rival methods (darling_nemo/methods/: pass_at_k.py, outcome.py, gdpo.py;
+`darling.method`, `fusion: gdpo`).
 
 Hand-worked groups with the arithmetic in comments, hypothesis properties (pass@k: zero mean
 per group, symmetry, the degenerate groups, k = 1 is GRPO), and a parity test of the pass@k
@@ -19,13 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darling_nemo.core import darling_batch, same_text
-from darling_nemo.rivals import (
-    outcome_penalty,
-    passk_advantages,
-    passk_group_statistics,
-    separately_normalized,
-    whiten_batch,
-)
+from darling_nemo.methods.gdpo import separately_normalized, whiten_batch
+from darling_nemo.methods.outcome import outcome_penalty
+from darling_nemo.methods.pass_at_k import passk_advantages, passk_group_statistics
 from darling_nemo.schema import ConfigError, validate_darling
 
 # ------------------------------------------------------------------------- pass@k by hand

@@ -1,0 +1,44 @@
+"""The diversity methods: one module each, one registry that everything else asks.
+
+    darling.py     DARLING: quality and diversity fused (multiplicative, additive, quality_only)
+    gdpo.py        fusion gdpo: quality and diversity normalised apart, the batch whitened
+    pass_at_k.py   pass@k training: the analytic pass@k advantage of binary rewards
+    outcome.py     outcome exploration: a penalty per repeat of a final answer
+
+numpy and the standard library only, like the core that calls them (docs/rivals.md). A new
+method: its module (a `base.Method`, its config keys as `base.Key`s) and one line below.
+"""
+
+from __future__ import annotations
+
+from darling_nemo.methods import darling, gdpo, outcome, pass_at_k
+from darling_nemo.methods.base import Fusion, Key, Method, check_finite
+from darling_nemo.methods.registry import (
+    all_keys,
+    fusion,
+    fusion_names,
+    method,
+    method_names,
+    register_fusion,
+    register_method,
+)
+
+# The registry's entries, in the order config messages list them.
+for _method in (darling.METHOD, pass_at_k.METHOD, outcome.METHOD):
+    register_method(_method)
+for _fusion in (*darling.FUSIONS, gdpo.FUSION):
+    register_fusion(_fusion)
+
+__all__ = [
+    "Fusion",
+    "Key",
+    "Method",
+    "all_keys",
+    "check_finite",
+    "fusion",
+    "fusion_names",
+    "method",
+    "method_names",
+    "register_fusion",
+    "register_method",
+]

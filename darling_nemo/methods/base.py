@@ -1,0 +1,101 @@
+"""What every diversity method shares: the shape of a registry entry, the config keys it
+declares, and the finite-values check (numpy and stdlib only, like the core).
+
+A method turns one batch's quality, diversity and classes into rewards; the core
+(`core.darling_batch`) computes the partition and the advantages around it and asks the
+registry (`methods.registry`) which method and which fusion a config names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+def check_finite(values: Sequence[float], name: str) -> np.ndarray:
+    """Return `values` as a float array; raise naming the first non-finite index."""
+    arr = np.asarray(values, dtype=float)
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise ValueError(f"{name}[{int(bad[0])}] is {arr[bad[0]]}: {name} must be finite")
+    return arr
+
+
+class Settings(Protocol):
+    """What a method reads of the core's `DarlingSettings` (kept structural, so this package
+    does not import the core that imports it)."""
+
+    fusion: str
+    quality_shift: str
+    std_epsilon: float
+    keys: Mapping[str, Any]  # every registered method's config keys -> value
+
+
+RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray, Sequence[np.ndarray], Settings], Any]
+"""(quality, diversity, class ids, each group's rows, settings) -> one reward per response."""
+
+GroupFn = Callable[[np.ndarray, np.ndarray, Settings], np.ndarray]
+"""One group's (quality, diversity, settings) -> its rewards, for a fusion of method darling."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """A config key of the `darling:` section that a method or fusion reads. Its type is the
+    default's; the bounds are pydantic's (`ge`, `gt`, `le`), so a bad value is refused
+    with the schema's usual `darling.<name>: must be >= ...` line."""
+
+    name: str
+    default: int | float | bool | str
+    doc: str
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+
+
+@dataclass(frozen=True)
+class Method:
+    """One value of `darling.method`: how a response's reward is made.
+
+    Only `name`, `title` and `rewards` are needed; the rest states what the method asks of
+    the config, the task and the engines, which read it here instead of naming the method.
+    """
+
+    name: str
+    title: str  # in messages: "pass@k training needs k <= the responses per prompt"
+    rewards: RewardFn
+    keys: tuple[Key, ...] = ()
+    # Whether `darling.fusion` and `darling.enabled` apply (only DARLING fuses).
+    uses_fusion: bool = False
+    # Each group is cut into classes of final answers by the task's answer judge (only exact
+    # duplicates decided without it), not by darling.judge over whole responses.
+    answer_classes: bool = False
+    # Its rewards are normalised advantages already: normalize_std and a leave-one-out
+    # baseline are refused.
+    normalised: bool = False
+    # Quality must be 0 or 1 (a verifier's); an engine must not rescale it.
+    binary_rewards: bool = False
+    # What the task must give beyond a score ("" = any reward, graded ones too), and the
+    # words the TRL check adds after it.
+    needs: str = ""
+    needs_detail: str = ""
+    # A key that must be at most the responses per prompt (checked against the engine's).
+    group_size_key: str | None = None
+    # Refuses a batch's quality before anything is computed (raises ValueError).
+    check_quality: Callable[[np.ndarray], None] | None = None
+    # The section's values (key -> value) -> problems naming the keys, one line each.
+    config_problems: Callable[[Mapping[str, Any]], list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """One value of `darling.fusion`: how method darling turns one group's quality and
+    diversity into rewards (`group`), then optionally the whole batch's (`batch`)."""
+
+    name: str
+    group: GroupFn
+    batch: Callable[[np.ndarray], np.ndarray] | None = None
+    keys: tuple[Key, ...] = ()
+    normalised: bool = False  # as Method.normalised
