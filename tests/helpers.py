@@ -95,3 +95,14 @@ def start_local_ray(**init_kwargs: Any) -> None:
             if "timed out during startup" not in str(err) or attempt == 2:
                 raise
             ray.shutdown()
+
+
+def saved_decoder_config(folder: Path, config_class: Any, **sizes: Any) -> Any:
+    """A decoder's transformers config, with grouped-query attention (4 heads, 2 of keys and
+    values) and untied embeddings as the real policies have, saved to `folder` (config.json)
+    for darling-plan to read; `sizes` gives the rest (hidden size, layers, vocabulary...)."""
+    config = config_class(
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False, **sizes
+    )
+    config.save_pretrained(folder)
+    return config

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-from helpers import REPO  # noqa: E402 (after the torch import-or-skip)
+from helpers import REPO, saved_decoder_config  # noqa: E402 (after the torch import-or-skip)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -230,16 +230,8 @@ def test_plan_per_token_arithmetic_for_a_tiny_llama(tmp_path):
     from darling_nemo.plan.architectures import architecture_from_hf_config
     from darling_nemo.plan.megatron import LOGIT_BYTES_FP32
 
-    config = LlamaConfig(
-        hidden_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=512,
-        vocab_size=32000,
-        tie_word_embeddings=False,
-    )
-    config.save_pretrained(tmp_path)
+    sizes = dict(hidden_size=256, num_hidden_layers=2, intermediate_size=512, vocab_size=32000)
+    config = saved_decoder_config(tmp_path, LlamaConfig, **sizes)
     arch = architecture_from_hf_config(tmp_path)
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
