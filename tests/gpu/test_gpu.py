@@ -95,34 +95,16 @@ def test_embedding_judge_on_cuda_matches_cpu():
 
 def serve(model: str, device: str) -> tuple[subprocess.Popen, str]:
     """darling_nemo.classify_server on 127.0.0.1 (vLLM's /classify protocol) on `device`."""
+    from darling_nemo.bench.judges import server_url, start_server
+
     env = {**os.environ, **(CPU_ONLY if device == "cpu" else {}), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "darling_nemo.classify_server",
-            "serve",
-            model,
-            "--port",
-            "0",
-            "--device",
-            device,
-            "--dtype",
-            "float32",
-            "--served-model-name",
-            "similarity_gpu_0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    for line in proc.stdout:
-        if line.startswith("READY "):
-            return proc, line.split()[1]
-    proc.wait()
-    pytest.fail(f"classify_server on {device} did not start (exit {proc.returncode})")
+    options = ("--device", device, "--dtype", "float32")
+    proc = start_server(model, "similarity_gpu_0", *options, env=env, cwd=REPO)
+    url = server_url(proc)
+    if url is None:
+        proc.wait()
+        pytest.fail(f"classify_server on {device} did not start (exit {proc.returncode})")
+    return proc, url
 
 
 def test_served_judge_against_a_cuda_server_matches_cpu(tiny_classifier):
