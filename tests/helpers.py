@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+# The marks of a test module that loads Hugging Face models: from local folders only (the
+# `offline` fixture), and quiet about the deprecations older transformers model code raises.
+HF_MODEL_MARKS = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.usefixtures("offline"),
+]
 # One torch thread: on a small shared CI machine, thread oversubscription makes a tiny
 # model's generate() hundreds of times slower.
 RECIPE_ENV = {
@@ -200,3 +208,4 @@ def one_trl_step(
     seen_by_trl = np.asarray(list(trainer._logs["advantages"]))  # TRL's own advantage log
     np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
     return trainer, reward, [str(w.message) for w in caught if w.category is FutureWarning]
+
