@@ -209,3 +209,23 @@ def one_trl_step(
     np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
     return trainer, reward, [str(w.message) for w in caught if w.category is FutureWarning]
 
+
+def verdicts_of_every_config(
+    check_many: Any, cases: list[tuple[str, list[str], str]]
+) -> list[tuple[str, str]]:
+    """A contract's `check_many` on every config in conf/ and then on each case (a config of
+    conf/, its overrides, the start of its verdict), in one call as the rehearsals share one
+    child process. Asserts each case's verdict; returns (file name, verdict) of the configs,
+    each printed."""
+    from darling_nemo.config import load_config
+
+    configs = sorted((REPO / "conf").glob("*.yaml"))
+    cfgs = [load_config(path) for path in configs]
+    cfgs += [load_config(REPO / "conf" / name, overrides) for name, overrides, _ in cases]
+    verdicts = check_many(cfgs)
+    for (_, _, expected), verdict in zip(cases, verdicts[len(configs) :], strict=True):
+        print(verdict)
+        assert verdict.startswith(expected), verdict
+    for path, verdict in zip(configs, verdicts, strict=False):
+        print(f"{path.name}: {verdict}")
+    return [(path.name, verdict) for path, verdict in zip(configs, verdicts, strict=False)]
