@@ -119,6 +119,7 @@ def modules_named(words: str, package: str) -> set[str]:
 
 
 def imports_nemo_rl(path: Path) -> bool:
+    """Whether `path` imports NeMo-RL itself (not darling_nemo.nemo_rl) anywhere in its code."""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
