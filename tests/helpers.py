@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+# The marks of a test module that loads Hugging Face models: from local folders only (the
+# `offline` fixture), and quiet about the deprecations older transformers model code raises.
+HF_MODEL_MARKS = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.usefixtures("offline"),
+]
 # One torch thread: on a small shared CI machine, thread oversubscription makes a tiny
 # model's generate() hundreds of times slower.
 RECIPE_ENV = {
@@ -95,3 +103,129 @@ def start_local_ray(**init_kwargs: Any) -> None:
             if "timed out during startup" not in str(err) or attempt == 2:
                 raise
             ray.shutdown()
+
+
+def saved_decoder_config(folder: Path, config_class: Any, **sizes: Any) -> Any:
+    """A decoder's transformers config, with grouped-query attention (4 heads, 2 of keys and
+    values) and untied embeddings as the real policies have, saved to `folder` (config.json)
+    for darling-plan to read; `sizes` gives the rest (hidden size, layers, vocabulary...)."""
+    config = config_class(
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False, **sizes
+    )
+    config.save_pretrained(folder)
+    return config
+
+
+def metrics_of_both_engines(
+    darling: Any, make_judge: Any, texts: list[str], quality: list[float]
+) -> dict[str, float]:
+    """The darling/* metrics of two groups of four (prompts p and q), as the TRL reward logs
+    them and as the NeMo-RL transform pops them for the same batch, each engine with its own
+    `make_judge()`. Asserts that both log the same names with the same values (timings
+    apart) and returns the TRL engine's."""
+    import pytest
+    import torch
+
+    from darling_nemo.nemo_rl.transform import DarlingRewardTransform
+    from darling_nemo.trl.reward import DarlingReward
+
+    logged: dict[str, float] = {}
+    DarlingReward(lambda prompts, completions, **_: list(quality), darling, 4, judge=make_judge())(
+        ["p"] * 4 + ["q"] * 4, texts, log_metric=logged.__setitem__
+    )
+    transform = DarlingRewardTransform(darling, make_judge())
+    prompt_ids = [torch.tensor([1])] * 4 + [torch.tensor([2])] * 4  # NeMo-RL groups by these
+    transform.apply(
+        {  # the two keys of NeMo-RL's rollout batch that the transform reads
+            "message_log": [
+                [
+                    {"role": "user", "content": "", "token_ids": ids},
+                    {"role": "assistant", "content": text, "token_ids": torch.tensor([0])},
+                ]
+                for ids, text in zip(prompt_ids, texts, strict=True)
+            ],
+            "total_reward": torch.tensor(quality, dtype=torch.float32),
+        }
+    )
+    nemo = {f"darling/{k}": v for k, v in transform.pop_metrics().items()}
+    assert set(logged) == set(nemo)
+    timings = {"darling/seconds", "darling/judge_seconds"}
+    assert {k: v for k, v in logged.items() if k not in timings} == pytest.approx(
+        {k: v for k, v in nemo.items() if k not in timings}
+    )
+    return logged
+
+
+def one_trl_step(
+    tmp_path: Path,
+    sections: dict[str, Any],
+    rows: list[dict[str, str]],
+    quality: Any,
+    *,
+    max_completion_length: int,
+    word_vocabulary: list[str] | None = None,
+) -> tuple[Any, Any, list[str]]:
+    """One real GRPOTrainer step of the TRL engine (2 prompts, groups of 4) on `rows`, with
+    `sections` (task, darling) completing its config. Asserts that the advantages TRL logs
+    are the DARLING reward's, row for row; returns the trainer, the reward and the messages
+    of the FutureWarnings the step raised."""
+    import warnings
+
+    import numpy as np
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from darling_nemo.trl.policy import build_policy
+    from darling_nemo.trl.reward import DarlingReward
+    from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
+    from darling_nemo.trl.tasks import Task
+
+    trainer_section = {"max_steps": 1, "prompts_per_step": 2, "group_size": 4}
+    cfg = validate_trl_config(
+        {
+            "engine": "trl",
+            "output_dir": str(tmp_path),
+            "trainer": {**trainer_section, "max_completion_length": max_completion_length},
+            "logging": {"report_to": [], "progress_bar": False},
+            **sections,
+        }
+    )
+    task = Task(rows, [], quality, judge=None, word_vocabulary=word_vocabulary)
+    model, tokenizer = build_policy(cfg, task, tmp_path)
+    reward = DarlingReward(task.quality, cfg.darling, 4, judge=None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FutureWarning)
+        with upstream_deprecations_silenced():
+            trainer = GRPOTrainer(
+                model=model,
+                reward_funcs=[reward],
+                args=grpo_args(cfg, tmp_path),
+                train_dataset=Dataset.from_list(rows),
+                processing_class=tokenizer,
+            )
+            reward.check_trainer_args(trainer.args, trainer.reward_funcs)
+            trainer.train()
+    seen_by_trl = np.asarray(list(trainer._logs["advantages"]))  # TRL's own advantage log
+    np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
+    return trainer, reward, [str(w.message) for w in caught if w.category is FutureWarning]
+
+
+def verdicts_of_every_config(
+    check_many: Any, cases: list[tuple[str, list[str], str]]
+) -> list[tuple[str, str]]:
+    """A contract's `check_many` on every config in conf/ and then on each case (a config of
+    conf/, its overrides, the start of its verdict), in one call as the rehearsals share one
+    child process. Asserts each case's verdict; returns (file name, verdict) of the configs,
+    each printed."""
+    from darling_nemo.config import load_config
+
+    configs = sorted((REPO / "conf").glob("*.yaml"))
+    cfgs = [load_config(path) for path in configs]
+    cfgs += [load_config(REPO / "conf" / name, overrides) for name, overrides, _ in cases]
+    verdicts = check_many(cfgs)
+    for (_, _, expected), verdict in zip(cases, verdicts[len(configs) :], strict=True):
+        print(verdict)
+        assert verdict.startswith(expected), verdict
+    for path, verdict in zip(configs, verdicts, strict=False):
+        print(f"{path.name}: {verdict}")
+    return [(path.name, verdict) for path, verdict in zip(configs, verdicts, strict=False)]

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from darling_nemo.bench.partition import NOVELTYBENCH_PAIRS, load_noveltybench_pairs
 from darling_nemo.core import partition_all_pairs, partition_groups
@@ -56,34 +57,30 @@ def minilm_cross_encoder(directory: Path) -> str:
     return str(directory)
 
 
+def start_server(model: str, name: str, *options: str, **popen: Any) -> subprocess.Popen:
+    """darling_nemo.classify_server serving `model` as `name` on a free port of 127.0.0.1
+    (vLLM's /classify protocol), `options` added to its command line; its stdout is a pipe
+    that `server_url` reads."""
+    command = [sys.executable, "-m", "darling_nemo.classify_server", "serve", model]
+    command += ["--port", "0", *options, "--served-model-name", name]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, **popen
+    )
+
+
+def server_url(proc: subprocess.Popen) -> str | None:
+    """The URL of its `READY <url>` line, or None once the server has ended without one."""
+    for line in proc.stdout:
+        if line.startswith("READY "):
+            return line.split()[1]
+    return None
+
+
 def start_servers(model: str, count: int) -> tuple[list[subprocess.Popen], list[str]]:
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "darling_nemo.classify_server",
-                "serve",
-                model,
-                "--port",
-                "0",
-                "--served-model-name",
-                f"similarity_gpu_{k}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        for k in range(count)
-    ]
-    urls = []
-    for p in procs:
-        for line in p.stdout:
-            if line.startswith("READY "):
-                urls.append(line.split()[1])
-                break
-        else:
-            raise RuntimeError("a classify_server did not start")
+    procs = [start_server(model, f"similarity_gpu_{k}") for k in range(count)]
+    urls = [url for url in map(server_url, procs) if url is not None]
+    if len(urls) < count:
+        raise RuntimeError("a classify_server did not start")
     return procs, urls
 
 

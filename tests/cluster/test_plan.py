@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, saved_decoder_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -124,22 +124,13 @@ def test_config_json_counts_equal_a_real_transformers_model(tmp_path, family):
     """A config.json written by transformers gives the parameter count torch reports."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    kwargs = dict(
-        hidden_size=64,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=96,
-        vocab_size=500,
-        tie_word_embeddings=False,
-    )
+    sizes = dict(hidden_size=64, num_hidden_layers=3, intermediate_size=96, vocab_size=500)
     if family == "llama":
-        config = transformers.LlamaConfig(**kwargs)
+        config = saved_decoder_config(tmp_path, transformers.LlamaConfig, **sizes)
         model_cls = transformers.LlamaForCausalLM
-    else:
-        config = transformers.Qwen3Config(head_dim=32, **kwargs)  # head_dim x heads != hidden
+    else:  # head_dim x heads != hidden
+        config = saved_decoder_config(tmp_path, transformers.Qwen3Config, head_dim=32, **sizes)
         model_cls = transformers.Qwen3ForCausalLM
-    config.save_pretrained(tmp_path)
     torch.manual_seed(0)
     model = model_cls(config)
     arch = plan.architecture_from_hf_config(tmp_path)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-from helpers import REPO  # noqa: E402 (after the torch import-or-skip)
+from helpers import REPO, saved_decoder_config  # noqa: E402 (after the torch import-or-skip)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -95,34 +95,16 @@ def test_embedding_judge_on_cuda_matches_cpu():
 
 def serve(model: str, device: str) -> tuple[subprocess.Popen, str]:
     """darling_nemo.classify_server on 127.0.0.1 (vLLM's /classify protocol) on `device`."""
+    from darling_nemo.bench.judges import server_url, start_server
+
     env = {**os.environ, **(CPU_ONLY if device == "cpu" else {}), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "darling_nemo.classify_server",
-            "serve",
-            model,
-            "--port",
-            "0",
-            "--device",
-            device,
-            "--dtype",
-            "float32",
-            "--served-model-name",
-            "similarity_gpu_0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    for line in proc.stdout:
-        if line.startswith("READY "):
-            return proc, line.split()[1]
-    proc.wait()
-    pytest.fail(f"classify_server on {device} did not start (exit {proc.returncode})")
+    options = ("--device", device, "--dtype", "float32")
+    proc = start_server(model, "similarity_gpu_0", *options, env=env, cwd=REPO)
+    url = server_url(proc)
+    if url is None:
+        proc.wait()
+        pytest.fail(f"classify_server on {device} did not start (exit {proc.returncode})")
+    return proc, url
 
 
 def test_served_judge_against_a_cuda_server_matches_cpu(tiny_classifier):
@@ -230,16 +212,8 @@ def test_plan_per_token_arithmetic_for_a_tiny_llama(tmp_path):
     from darling_nemo.plan.architectures import architecture_from_hf_config
     from darling_nemo.plan.megatron import LOGIT_BYTES_FP32
 
-    config = LlamaConfig(
-        hidden_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=512,
-        vocab_size=32000,
-        tie_word_embeddings=False,
-    )
-    config.save_pretrained(tmp_path)
+    sizes = dict(hidden_size=256, num_hidden_layers=2, intermediate_size=512, vocab_size=32000)
+    config = saved_decoder_config(tmp_path, LlamaConfig, **sizes)
     arch = architecture_from_hf_config(tmp_path)
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()

@@ -13,6 +13,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
+from helpers import HF_MODEL_MARKS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,10 +35,7 @@ from darling_nemo.judges.calibrated import (
 )
 from darling_nemo.schema import ConfigError, EmbeddingJudgeConfig, validate_darling
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.usefixtures("offline"),
-]
+pytestmark = HF_MODEL_MARKS
 
 SHIPPED = json.loads(calibrate.SHIPPED_FILE.read_text())
 

@@ -9,6 +9,7 @@ import logging
 
 import numpy as np
 import pytest
+from helpers import HF_MODEL_MARKS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,10 +31,7 @@ from darling_nemo.schema import (
     validate_darling,
 )
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.usefixtures("offline"),
-]
+pytestmark = HF_MODEL_MARKS
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,11 @@ import pytest
 pytest.importorskip("nemo_rl")
 pytestmark = pytest.mark.nemo_rl
 
-from helpers import REPO  # noqa: E402
+from helpers import REPO, verdicts_of_every_config  # noqa: E402
 
-from darling_nemo.config import load_config  # noqa: E402
 from darling_nemo.rehearsal import contract_classifier, contract_vllm  # noqa: E402
 
 FOUND, WHY = contract_vllm.sources()
-CONFIGS = sorted((REPO / "conf").glob("*.yaml"))
 MATH_1NODE = "math_qwen3_1p7b_1node_darling.yaml"
 CHAT_1NODE = "wildchat_qwen3_1p7b_1node_darling.yaml"
 LAUNCH = "darling.judge.launch"
@@ -90,25 +88,18 @@ def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
             "--dtype: invalid choice: 'fp8'",
         ),
     ]
-    cfgs = [load_config(path) for path in CONFIGS]
-    cfgs += [load_config(REPO / "conf" / name, overrides) for name, overrides, _ in cases]
-    verdicts = contract_classifier.check_many(cfgs)
-    for path, verdict in zip(CONFIGS, verdicts, strict=False):
-        print(f"{path.name}: {verdict}")
-        if "outcome" in path.name:  # the rival judged by exact answers
+    for name, verdict in verdicts_of_every_config(contract_classifier.check_many, cases):
+        if "outcome" in name:  # the rival judged by exact answers
             assert verdict == "SKIPPED (judge 'lexical' starts no classifier server)"
             continue
         assert verdict.startswith("PASS (dogtooth/"), verdict
         assert "2 labels, task classify" in verdict and "match vLLM 0.10.0's protocol" in verdict
-        if path.name.startswith("wildchat"):  # ModernBERT runs on vLLM 0.10.0's V0 engine
+        if name.startswith("wildchat"):  # ModernBERT runs on vLLM 0.10.0's V0 engine
             assert "ModernBertForSequenceClassification (vLLM's own)" in verdict, verdict
             assert "V0 engine" in verdict and "max_model_len 8192 >= the judge's 2048" in verdict
         else:  # the Qwen3 math classifier through vLLM's adapter of Qwen3ForCausalLM
             assert "Qwen3ForCausalLM + vLLM's classify adapter" in verdict, verdict
             assert "V1 engine" in verdict and "the judge's 4096" in verdict
-    for (_, _, expected), verdict in zip(cases, verdicts[len(CONFIGS) :], strict=True):
-        print(verdict)
-        assert verdict.startswith(expected), verdict
 
 
 @pytest.mark.skipif(FOUND is None, reason=WHY)

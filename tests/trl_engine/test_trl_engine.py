@@ -9,12 +9,11 @@ that in a real GRPOTrainer step.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 import torch
-from helpers import REPO, run_python
+from helpers import REPO, metrics_of_both_engines, one_trl_step, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -258,37 +257,12 @@ def test_other_reward_functions_next_to_the_adapter_are_refused(tmp_path):
 def test_both_engines_log_the_same_darling_metrics():
     """The TRL reward and the NeMo-RL transform, fed the same two groups, log the same
     darling/* names with the same values (metrics.darling_step_metrics)."""
-    from darling_nemo.nemo_rl.adapter import DarlingRewardTransform
-
     # Group p: "x", "x", "y z", "w" with quality 1, 1, 1, 0 -> classes {0,1}, {2}, {3}
     # (short answers without shared words differ). Group q: "u" four times -> one class.
     texts = ["x", "x", "y z", "w", "u", "u", "u", "u"]
     quality = [1, 1, 1, 0, 1, 1, 1, 1]
     darling = validate_darling({"judge": {"kind": "lexical"}})
-    logged: dict[str, float] = {}
-    DarlingReward(constant_quality(quality), darling, 4, judge=PairsJudge())(
-        ["p"] * 4 + ["q"] * 4, texts, log_metric=logged.__setitem__
-    )
-    transform = DarlingRewardTransform(darling, PairsJudge())
-    prompt_ids = [torch.tensor([1])] * 4 + [torch.tensor([2])] * 4  # NeMo-RL groups by these
-    transform.apply(
-        {  # the two keys of NeMo-RL's rollout batch that the transform reads
-            "message_log": [
-                [
-                    {"role": "user", "content": "", "token_ids": ids},
-                    {"role": "assistant", "content": text, "token_ids": torch.tensor([0])},
-                ]
-                for ids, text in zip(prompt_ids, texts, strict=True)
-            ],
-            "total_reward": torch.tensor(quality, dtype=torch.float32),
-        }
-    )
-    nemo = {f"darling/{k}": v for k, v in transform.pop_metrics().items()}
-    assert set(logged) == set(nemo)
-    timings = {"darling/seconds", "darling/judge_seconds"}
-    assert {k: v for k, v in logged.items() if k not in timings} == pytest.approx(
-        {k: v for k, v in nemo.items() if k not in timings}
-    )
+    logged = metrics_of_both_engines(darling, PairsJudge, texts, quality)
     # Hand values: classes 3 and 1 -> mean 2; hist/1 = hist/3 = 1/2; q collapsed -> 1/2;
     # distinct correct answers: p {x}, {y z} -> 2, q -> 1; mean 1.5. No pair needed the
     # judge (all answers are short), so it was never called.
@@ -332,49 +306,17 @@ def test_the_judge_is_counted_in_the_trl_metrics():
 def test_trl_trains_on_exactly_the_core_advantage(tmp_path, monkeypatch):
     """One real GRPOTrainer step: the advantages TRL logs are the adapter's, row for row."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from datasets import Dataset
-    from trl import GRPOTrainer
+    from darling_nemo.trl.tasks import length_stand_in_quality
 
-    from darling_nemo.trl.policy import build_policy
-    from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
-    from darling_nemo.trl.tasks import Task, length_stand_in_quality
-
-    cfg = validate_trl_config(
-        {
-            "engine": "trl",
-            "output_dir": str(tmp_path),
-            "task": {"kind": "chat", "data_path": "unused.jsonl"},
-            "trainer": {
-                "max_steps": 1,
-                "prompts_per_step": 2,
-                "group_size": 4,
-                "max_completion_length": 12,
-            },
-            "logging": {"report_to": [], "progress_bar": False},
-        }
-    )
     rows = [{"prompt": "Tell me a story."}, {"prompt": "Write a poem."}]
-    task = Task(rows, [], length_stand_in_quality(6), judge=None, word_vocabulary=None)
-    model, tokenizer = build_policy(cfg, task, tmp_path)
-    reward = DarlingReward(task.quality, cfg.darling, 4, judge=None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", FutureWarning)
-        with upstream_deprecations_silenced():
-            trainer = GRPOTrainer(
-                model=model,
-                reward_funcs=[reward],
-                args=grpo_args(cfg, tmp_path),
-                train_dataset=Dataset.from_list(rows),
-                processing_class=tokenizer,
-            )
-            reward.check_trainer_args(trainer.args, trainer.reward_funcs)
-            trainer.train()
+    task = {"task": {"kind": "chat", "data_path": "unused.jsonl"}}
+    trainer, reward, future_warnings = one_trl_step(
+        tmp_path, task, rows, length_stand_in_quality(6), max_completion_length=12
+    )
     # TRL's defaults under deprecated names warned on every run (issue 11): none left
-    assert [str(w.message) for w in caught if w.category is FutureWarning] == []
+    assert future_warnings == []
     # Random characters: word counts differ, so quality (min(words, 6) / 6) varies.
     assert np.abs(reward.last_batch.advantage).sum() > 0
-    seen_by_trl = np.asarray(list(trainer._logs["advantages"]))  # TRL's own advantage log
-    np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
     logged = trainer.state.log_history[0]
     assert logged["darling/quality_mean"] == pytest.approx(
         reward.last_batch.quality.mean(), rel=1e-6

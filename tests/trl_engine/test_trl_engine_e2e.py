@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 import torch
@@ -437,17 +438,18 @@ def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path)
         "+logging.print_metrics=false",
         "+torch_threads=1",
     ]
+
+    def start(out: Path, log: IO[str]) -> subprocess.Popen:
+        """The recipe as a user starts it: a fresh process, writing to `out`, its output in
+        `log`."""
+        command = [sys.executable, "recipes/darling_math.py", *args, f"output_dir={out}"]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+
     killed = tmp_path / "killed"
     history = killed / "eval_history.jsonl"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with (tmp_path / "killed.log").open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "recipes/darling_math.py", *args, f"output_dir={killed}"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process = start(killed, log)
         # Only a guard against a hung recipe: the run ends by itself after step 6, and 240 s
         # ran out before step 3 at a load average of 20 on 2 cores.
         deadline = time.monotonic() + 1800
@@ -477,15 +479,12 @@ def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path)
     straight = tmp_path / "straight"
     for out, name in ((killed, "resumed.log"), (straight, "straight.log")):
         with (tmp_path / name).open("w") as log:
-            rerun = subprocess.run(
-                [sys.executable, "recipes/darling_math.py", *args, f"output_dir={out}"],
-                cwd=REPO,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=1800,  # a hang guard only
-            )
-        assert rerun.returncode == 0, (tmp_path / name).read_text()[-3000:]
+            rerun = start(out, log)
+            try:
+                code = rerun.wait(timeout=1800)  # a hang guard only
+            finally:
+                rerun.kill()  # nothing to do once it has ended
+        assert code == 0, (tmp_path / name).read_text()[-3000:]
 
     resumed = json.loads((killed / "final_metrics.json").read_text())
     assert (resumed["resumed_from_step"], resumed["global_step"]) == (killed_at, 6)

@@ -5,11 +5,10 @@ refused by key."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import torch
+from helpers import metrics_of_both_engines, one_trl_step
 
 from darling_nemo.core import darling_batch
 from darling_nemo.mini.task import multiset_judge
@@ -73,33 +72,8 @@ def test_the_adapter_returns_the_core_advantage_and_trls_baseline_keeps_it(metho
 
 @pytest.mark.parametrize("method", METHODS)
 def test_both_engines_log_the_same_metrics_for_every_method(method):
-    from darling_nemo.nemo_rl.transform import DarlingRewardTransform
-
     darling = validate_darling(METHODS[method])
-    logged: dict[str, float] = {}
-    DarlingReward(constant_quality(QUALITY), darling, 4, judge=multiset_judge)(
-        PROMPTS, DICE, log_metric=logged.__setitem__
-    )
-    transform = DarlingRewardTransform(darling, multiset_judge)
-    ids = [torch.tensor([1])] * 4 + [torch.tensor([2])] * 4
-    transform.apply(
-        {
-            "message_log": [
-                [
-                    {"role": "user", "content": "", "token_ids": i},
-                    {"role": "assistant", "content": t, "token_ids": torch.tensor([0])},
-                ]
-                for i, t in zip(ids, DICE, strict=True)
-            ],
-            "total_reward": torch.tensor(QUALITY, dtype=torch.float32),
-        }
-    )
-    nemo = {f"darling/{k}": v for k, v in transform.pop_metrics().items()}
-    timings = {"darling/seconds", "darling/judge_seconds"}
-    assert set(logged) == set(nemo)
-    assert {k: v for k, v in logged.items() if k not in timings} == pytest.approx(
-        {k: v for k, v in nemo.items() if k not in timings}
-    )
+    logged = metrics_of_both_engines(darling, lambda: multiset_judge, DICE, QUALITY)
     # every method partitions here (the multiset judge): classes p 2, q 4
     assert logged["darling/classes_per_group"] == 3.0
 
@@ -108,49 +82,20 @@ def test_a_real_trl_step_trains_on_the_pass_at_k_advantage(tmp_path, monkeypatch
     """One GRPOTrainer step with method pass_at_k: TRL's logged advantages are the core's."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
-    from datasets import Dataset
-    from trl import GRPOTrainer
-
-    from darling_nemo.trl.policy import build_policy
-    from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
-    from darling_nemo.trl.tasks import Task
-
-    cfg = validate_trl_config(
-        {
-            "engine": "trl",
-            "output_dir": str(tmp_path),
-            "task": {"kind": "digit_sum"},
-            "darling": {"method": "pass_at_k", "k": 2},
-            "trainer": {
-                "max_steps": 1,
-                "prompts_per_step": 2,
-                "group_size": 4,
-                "max_completion_length": 8,
-            },
-            "logging": {"report_to": [], "progress_bar": False},
-        }
-    )
 
     def one_in_four(prompts, completions, **_):  # binary: 1 correct of each 4 (c=1, k=2)
         return [float(i % 4 == 0) for i in range(len(completions))]
 
+    sections = {"task": {"kind": "digit_sum"}, "darling": {"method": "pass_at_k", "k": 2}}
     rows = [{"prompt": "a b"}, {"prompt": "c d"}]
-    task = Task(rows, [], one_in_four, judge=None, word_vocabulary=["a", "b", "c", "d", "e"])
-    model, tokenizer = build_policy(cfg, task, tmp_path)
-    reward = DarlingReward(task.quality, cfg.darling, 4, judge=None)
-    with warnings.catch_warnings(), upstream_deprecations_silenced():
-        warnings.simplefilter("ignore", FutureWarning)
-        trainer = GRPOTrainer(
-            model=model,
-            reward_funcs=[reward],
-            args=grpo_args(cfg, tmp_path),
-            train_dataset=Dataset.from_list(rows),
-            processing_class=tokenizer,
-        )
-        reward.check_trainer_args(trainer.args, trainer.reward_funcs)
-        trainer.train()
-    seen_by_trl = np.asarray(list(trainer._logs["advantages"]))
-    np.testing.assert_allclose(seen_by_trl, reward.last_batch.advantage, atol=1e-6)
+    _, reward, _ = one_trl_step(
+        tmp_path,
+        sections,
+        rows,
+        one_in_four,
+        max_completion_length=8,
+        word_vocabulary=["a", "b", "c", "d", "e"],
+    )
     assert set(reward.last_batch.quality.tolist()) <= {0.0, 1.0}
     assert np.abs(reward.last_batch.advantage).sum() > 0  # a group that was not degenerate
 

@@ -72,7 +72,8 @@ def raised(err: Exception) -> Exception:
 def test_a_refusal_names_the_key_and_its_value(message: str, starts: str) -> None:
     line = name_the_key(raised(AssertionError(message)), POLICY, 48)
     assert line.startswith(starts), line
-    assert line.endswith("]") and "test_contract_megatron_worker.py:" in line  # where it came from
+    # where it came from: this file, the raise's site
+    assert line.endswith("]") and f"{Path(__file__).name}:" in line
 
 
 @pytest.mark.parametrize("section", ["Optimizer", "Scheduler"])
