@@ -345,11 +345,13 @@ def use_judge_configs(configs: tuple[type[Strict], ...]) -> None:
     global _judge_configs
     if configs == _judge_configs:
         return
-    old, _judge_configs = set(_judge_configs), configs
+    _judge_configs = configs
     models = _models_by_dependency()
     for model in models:
         for info in model.model_fields.values():
-            if info.discriminator == "kind" and set(get_args(info.annotation)) == old:
+            members = set(get_args(info.annotation))
+            # any judge (a fallback's union holds only the in-process kinds)
+            if info.discriminator == "kind" and set(BUILTIN_JUDGE_CONFIGS) <= members:
                 info.annotation = Union[configs]  # noqa: UP007
     for model in models:
         model.model_rebuild(force=True)

@@ -7,7 +7,6 @@ and the rehearsal's shrink, and no other project file knows it.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import REPO
+from test_cli import recipe_main
 from toy_judge import TOY, ToyJudge
 
 from darling_nemo.config import load_config
@@ -33,13 +33,6 @@ def toy():
     ToyJudge.pairs_seen = 0
     with registered(TOY) as entry:
         yield entry
-
-
-def recipe_main(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
 
 
 def test_the_schema_takes_a_registered_kind_and_refuses_it_again_after(toy):
