@@ -34,12 +34,8 @@ from pydantic import BaseModel
 
 from darling_nemo.schema import (
     ConfigError,
-    CrossEncoderJudgeConfig,
     DarlingConfig,
-    EmbeddingJudgeConfig,
     MiniConfig,
-    RayPoolJudgeConfig,
-    ServedJudgeConfig,
     TrlRunConfig,
     validate_section,
 )
@@ -383,21 +379,6 @@ def whole_number(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
-
-
-def check_judge_models(judge: BaseModel, key: str = "darling.judge") -> None:
-    """Every model or tokenizer a judge config names as a path (a ray pool's classifier and
-    a served judge's fallback included) is a folder here (`check_model_path`)."""
-    if isinstance(judge, CrossEncoderJudgeConfig | EmbeddingJudgeConfig):
-        check_model_path(judge.model, f"{key}.model")
-    elif isinstance(judge, ServedJudgeConfig):
-        check_model_path(judge.tokenizer, f"{key}.tokenizer")
-        if judge.launch is not None:
-            check_model_path(judge.launch.model, f"{key}.launch.model")
-        if judge.fallback is not None:
-            check_judge_models(judge.fallback, f"{key}.fallback")
-    elif isinstance(judge, RayPoolJudgeConfig):
-        check_judge_models(judge.classifier, f"{key}.classifier")
 
 
 def save_config(cfg: dict[str, Any], path: str | Path) -> None:

@@ -20,7 +20,6 @@ from pathlib import Path
 import yaml
 
 from darling_nemo.config import (
-    check_judge_models,
     check_model_path,
     check_output_dir,
     load_config,
@@ -28,6 +27,7 @@ from darling_nemo.config import (
     report_interrupt,
     save_config,
 )
+from darling_nemo.judges.registry import check_judge_models
 from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
 
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,6 @@ from typing import Any, TextIO
 from darling_nemo import methods
 from darling_nemo.config import (
     apply_overrides,
-    check_judge_models,
     check_output_file,
     command_parser,
     exits_on_config_error,
@@ -33,8 +32,8 @@ from darling_nemo.config import (
 from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import JudgeError, make_judge
-from darling_nemo.schema import DarlingConfig, JudgeConfig, validate_darling
-from darling_nemo.schema_keys import choices
+from darling_nemo.judges.registry import check_judge_models, judge_kinds
+from darling_nemo.schema import DarlingConfig, validate_darling
 
 GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call carries many pairs
 
@@ -135,7 +134,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="darling.KEY override"
     )
-    parser.add_argument("--judge", choices=choices(JudgeConfig), help="judge kind")
+    parser.add_argument("--judge", choices=judge_kinds(), help="judge kind")
     parser.add_argument(
         "--judge-set", action="append", default=[], metavar="KEY=VALUE", help="judge option"
     )

@@ -23,7 +23,7 @@ import numpy as np
 from darling_nemo import methods
 from darling_nemo.core import darling_batch
 from darling_nemo.judges.answers import MathAnswerJudge
-from darling_nemo.schema import validate_darling
+from darling_nemo.schema import LexicalJudgeConfig, validate_darling
 
 METHODS: dict[str, dict[str, Any]] = {
     "darling (lexical rules)": {},
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"{args.prompts} prompts x {args.group_size} responses, median of {args.repeats} runs")
     medians = {}
     for name, section in METHODS.items():
-        darling = validate_darling({"judge": {"kind": "lexical"}, **section})
+        darling = validate_darling({"judge": LexicalJudgeConfig().model_dump(), **section})
         seconds, judged = [], 0
         for _ in range(args.repeats):
             answers = methods.method(darling.method).answer_classes

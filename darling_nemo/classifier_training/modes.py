@@ -30,8 +30,9 @@ from darling_nemo.judges.pairdata import (
     calibrate_threshold,
     cross_fitted_accuracy,
 )
+from darling_nemo.judges.registry import kind_of
 from darling_nemo.judges.templates import PairFormatter
-from darling_nemo.schema import ClassifierTrainConfig, EmbeddingJudgeConfig
+from darling_nemo.schema import ClassifierTrainConfig, CrossEncoderJudgeConfig, EmbeddingJudgeConfig
 
 # A training example: the two texts in the order the model reads them, and the 0/1 label.
 Example = tuple[tuple[str, str], int]
@@ -169,7 +170,7 @@ class CrossEncoderTraining(PairTraining):
 
     def judge_settings(self, out_dir: Path, threshold: float) -> dict[str, Any]:
         return {
-            "kind": "cross_encoder",
+            "kind": kind_of(CrossEncoderJudgeConfig),
             "model": str(out_dir),
             "template": self.cfg.template,
             "truncation": self.cfg.truncation,
@@ -235,7 +236,7 @@ class BiEncoderTraining(PairTraining):
 
     def judge_settings(self, out_dir: Path, threshold: float) -> dict[str, Any]:
         return {
-            "kind": "embedding",
+            "kind": kind_of(EmbeddingJudgeConfig),
             "model": str(out_dir),
             "head": "cosine",
             "threshold": threshold,

@@ -59,7 +59,13 @@ from darling_nemo.evals.schema import (
     RewardModelConfig,
     is_noveltybench_classifier,
 )
-from darling_nemo.schema import ConfigError, CrossEncoderJudgeConfig, JudgeConfig
+from darling_nemo.judges.registry import judge_kind
+from darling_nemo.schema import (
+    ConfigError,
+    CrossEncoderJudgeConfig,
+    EmbeddingJudgeConfig,
+    JudgeConfig,
+)
 
 MODE_NOTES: dict[str, str] = {
     "upstream": (
@@ -149,6 +155,16 @@ def novelty_scores(
     }
 
 
+def _is_cross_encoder(cfg: JudgeConfig) -> bool:
+    """A Hugging Face pair classifier in this process: the one kind NoveltyBench's own
+    pair input (token ids, segment ids) can feed."""
+    return isinstance(cfg, CrossEncoderJudgeConfig)
+
+
+def _is_embedding(cfg: JudgeConfig) -> bool:
+    return isinstance(cfg, EmbeddingJudgeConfig)
+
+
 def describe_judge(
     cfg: JudgeConfig,
     pair_input: Literal["noveltybench", "judge_template"],
@@ -159,14 +175,15 @@ def describe_judge(
     with each response cut to the mode's tokens."""
     side_tokens = NOVELTYBENCH_SIDE_TOKENS[mode]
     model = getattr(cfg, "model", None)
-    if cfg.kind == "embedding" and model is None:
+    embedding, cross_encoder = _is_embedding(cfg), _is_cross_encoder(cfg)
+    if embedding and model is None:
         model = "all-MiniLM-L6-v2 (shipped)"
-    reference_model = cfg.kind == "cross_encoder" and is_noveltybench_classifier(model)
+    reference_model = cross_encoder and is_noveltybench_classifier(model)
     reference_threshold = cfg.threshold == NOVELTYBENCH_THRESHOLD
     is_reference = reference_model and reference_threshold and pair_input == "noveltybench"
-    head = f" ({cfg.head} head)" if cfg.kind == "embedding" else ""
+    head = f" ({cfg.head} head)" if embedding else ""
     description = cfg.kind + (f" {model}" if model else "") + head + f" > {cfg.threshold:g}"
-    if cfg.kind == "lexical":
+    if not judge_kind(cfg).pair_model:
         description = "lexical rules only (identical or short-answer match)"
     if is_reference:
         note = (
@@ -185,12 +202,12 @@ def describe_judge(
             f"stand-in for NoveltyBench's {NOVELTYBENCH_CLASSIFIER} at "
             f"{NOVELTYBENCH_THRESHOLD}: distinct is not comparable with published numbers"
         )
-    noveltybench_input = cfg.kind == "cross_encoder" and pair_input == "noveltybench"
+    noveltybench_input = cross_encoder and pair_input == "noveltybench"
     return {
         "kind": cfg.kind,
         "model": model,
         "threshold": cfg.threshold,
-        "pair_input": pair_input if cfg.kind == "cross_encoder" else None,
+        "pair_input": pair_input if cross_encoder else None,
         "side_tokens": side_tokens if noveltybench_input else None,
         "description": description,
         "is_reference": is_reference,
@@ -292,7 +309,7 @@ def make_noveltybench_judge(cfg: NoveltyBenchConfig) -> PairJudge | None:
     pair_input=judge_template; every other kind is made as in training."""
     from darling_nemo.judges import make_judge
 
-    if cfg.judge.kind == "cross_encoder" and cfg.pair_input == "noveltybench":
+    if _is_cross_encoder(cfg.judge) and cfg.pair_input == "noveltybench":
         return NoveltyBenchPairJudge(cfg.judge, cfg.pair_tokenizer_name(), cfg.side_tokens)
     return make_judge(cfg.judge)
 
@@ -462,10 +479,10 @@ def check_score_resume(cfg: NoveltyBenchConfig, out: Path) -> None:
     """Refuses to add scores to an output_dir scored with other judge or rating settings."""
     pair_settings = (  # only a cross_encoder reads them (older output_dirs lack the keys)
         {"pair_input": cfg.pair_input, "pair_tokenizer": cfg.pair_tokenizer_name()}
-        if cfg.judge.kind == "cross_encoder"
+        if _is_cross_encoder(cfg.judge)
         else {}
     )
-    if cfg.judge.kind == "cross_encoder" and cfg.pair_input == "noveltybench":
+    if _is_cross_encoder(cfg.judge) and cfg.pair_input == "noveltybench":
         # the mode's truncation changes the partition (an output_dir scored before modes
         # existed was scored at 512 tokens: it reads <unset> here and is refused)
         pair_settings["side_tokens"] = cfg.side_tokens

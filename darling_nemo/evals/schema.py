@@ -285,7 +285,7 @@ class NoveltyBenchConfig(PromptFileEvalConfig):
         NoveltyBench's classifier named by its hub name, else None (the checkpoint's own)."""
         if self.pair_tokenizer is not None:
             return self.pair_tokenizer
-        model = self.judge.model if self.judge.kind == "cross_encoder" else None
+        model = self.judge.model if isinstance(self.judge, CrossEncoderJudgeConfig) else None
         return NOVELTYBENCH_TOKENIZER if model == NOVELTYBENCH_CLASSIFIER else None
 
 

@@ -7,11 +7,13 @@
     ray_pool       the cross-encoder in Ray actors on the job's own cluster
 
 Each module imports its heavy dependencies (torch, aiohttp, ray) only when its judge is made.
+registry.py maps each kind to its config, builder, model files, prefix judging and stand-in.
 """
 
 from __future__ import annotations
 
 from darling_nemo.core import PairJudge
+from darling_nemo.judges.registry import judge_kind
 from darling_nemo.schema import JudgeConfig
 
 
@@ -21,23 +23,4 @@ class JudgeError(RuntimeError):
 
 def make_judge(cfg: JudgeConfig) -> PairJudge | None:
     """The judge a config asks for; None for the lexical rules alone (no model)."""
-    if cfg.kind == "lexical":
-        return None
-    if cfg.kind == "cross_encoder":
-        from darling_nemo.judges.cross_encoder import CrossEncoderJudge
-
-        return CrossEncoderJudge(cfg)
-    if cfg.kind == "embedding":
-        from darling_nemo.judges.embedding import EmbeddingJudge
-
-        return EmbeddingJudge(cfg)
-    if cfg.kind == "served":
-        from darling_nemo.judges.served import ServedJudge
-
-        fallback = make_judge(cfg.fallback) if cfg.fallback is not None else None
-        return ServedJudge(cfg, fallback)
-    if cfg.kind == "ray_pool":
-        from darling_nemo.judges.ray_pool import RayPoolJudge
-
-        return RayPoolJudge(cfg)
-    raise ValueError(f"unknown judge kind {cfg.kind!r}")
+    return judge_kind(cfg).build(cfg)

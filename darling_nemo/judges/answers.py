@@ -1,7 +1,7 @@
 """A judge of final answers for outcome-based exploration (`darling.method: outcome`).
 
 Outcome exploration counts how many responses of a group reach the same final answer
-(rivals.outcome_penalty). On math the answers are compared as the quality is scored: by
+(methods.outcome.outcome_penalty). On math the answers are compared as the quality is scored: by
 math-verify, which extracts each response's final answer (the last \\boxed{} or a final
 expression) and decides whether two answers are mathematically equal ("1/2" and "0.5").
 The core partitions a group with this judge and only exact duplicates decided without it

@@ -51,14 +51,12 @@ from typing import Any
 
 from darling_nemo import methods
 from darling_nemo.judges import make_judge
-from darling_nemo.nemo_rl.checks import (
-    PREFIX_ON,
-    STREAM_ON,
-    overlap_fallbacks,
-    prefix_fallbacks,
-    prefix_judging_on,
-    stream_fallbacks,
-    validate_nemo_rl_config,
+from darling_nemo.judges.registry import judge_kind
+from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
+from darling_nemo.nemo_rl.judging_plan import (  # noqa: F401 (OVERLAP_ON: re-exported)
+    OVERLAP_ON,
+    JudgingPlan,
+    judging_plan,
 )
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV, probed
 from darling_nemo.nemo_rl.touch_points import (
@@ -80,7 +78,6 @@ from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
 JUDGE_TIMER = "darling_judge"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-OVERLAP_ON = "darling.overlap: the judge runs while NeMo-RL computes log-probabilities"
 
 
 class DarlingLogger:
@@ -152,58 +149,24 @@ def require_nemo_rl(command: str = "python recipes/darling_math.py --config conf
         raise ConfigError(f"engine: nemo_rl: {err}") from None
 
 
-def _wanted_and_possible(key: str, wanted: bool, reasons: list[str], instead: str) -> bool:
-    """Whether the option at `key` is on and nothing in the config stops it; prints each
-    reason that stops an option that is on (what runs `instead`)."""
-    for reason in reasons if wanted else []:
-        print(f"{key}=true: {instead} because {reason}", flush=True)
-    return wanted and not reasons
-
-
 def _off_the_critical_path(
     master_config: dict[str, Any],
-    darling: DarlingConfig,
     transform: DarlingRewardTransform,
     policy: Any,
     timer: Any,
-) -> tuple[Any, bool, bool]:
-    """(the overlapped judge or None, whether to judge during generation, whether to take
-    responses before they finish), as the config allows; prints which is on and what stops
-    the others."""
+    plan: JudgingPlan,
+) -> Any:
+    """The overlapped judge where the plan says so, else None."""
     from darling_nemo.nemo_rl.overlap import OverlappedDarling
 
-    overlapped = None
-    overlap = _wanted_and_possible(
-        "darling.overlap",
-        darling.overlap,
-        overlap_fallbacks(master_config),
-        "judging synchronously",
+    if not (plan.log_probs.on and policy is not None):
+        return None
+    return OverlappedDarling(
+        transform,
+        leave_one_out=bool(master_config["grpo"]["use_leave_one_out_baseline"]),
+        normalize=bool(master_config["grpo"]["normalize_rewards"]),
+        timer=timer,
     )
-    if overlap and policy is not None:
-        print(OVERLAP_ON, flush=True)
-        overlapped = OverlappedDarling(
-            transform,
-            leave_one_out=bool(master_config["grpo"]["use_leave_one_out_baseline"]),
-            normalize=bool(master_config["grpo"]["normalize_rewards"]),
-            timer=timer,
-        )
-    streaming = _wanted_and_possible(
-        "darling.judge_during_generation",
-        darling.judge_during_generation,
-        stream_fallbacks(master_config, darling),
-        "not streaming",
-    )
-    if streaming:
-        print(STREAM_ON, flush=True)
-    prefix = streaming and _wanted_and_possible(
-        "darling.prefix_judging",
-        darling.prefix_judging,
-        prefix_fallbacks(darling),
-        "responses join the judge stream when they finish",
-    )
-    if prefix:
-        print(PREFIX_ON, flush=True)
-    return overlapped, streaming, prefix
 
 
 def reward_judge(darling: DarlingConfig) -> Any:
@@ -242,7 +205,10 @@ def prefix_reporting_workers() -> Iterator[None]:
 
 @contextmanager
 def darling_rewards(
-    master_config: dict[str, Any], policy: Any = None, darling: DarlingConfig | None = None
+    master_config: dict[str, Any],
+    policy: Any = None,
+    darling: DarlingConfig | None = None,
+    plan: JudgingPlan | None = None,
 ) -> Iterator[DarlingRewardTransform]:
     """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
 
@@ -253,7 +219,8 @@ def darling_rewards(
     trains) the judge runs while NeMo-RL computes log-probabilities and `policy.train`
     waits for it (overlap.py); without a policy, with darling.overlap=false, or where
     `checks.overlap_fallbacks` names a reason (printed), the judge runs inside the hook,
-    before the baseline.
+    before the baseline. `plan`: the run's judging plan (`judging_plan.judging_plan`),
+    decided once by the caller; None: decided here. It is printed here, once.
     """
     from nemo_rl.algorithms import grpo
 
@@ -281,9 +248,11 @@ def darling_rewards(
         # without a label of its own the judge's wall time would show only in the total.
         return step_timers[0].time(JUDGE_TIMER) if step_timers else nullcontext()
 
-    overlapped, streaming, prefix = _off_the_critical_path(
-        master_config, darling, transform, policy, judge_timer
-    )
+    if plan is None:
+        plan = judging_plan(master_config, darling, policy=policy is not None)
+    for line in plan.lines():  # once, as the run starts
+        print(line, flush=True)
+    overlapped = _off_the_critical_path(master_config, transform, policy, judge_timer, plan)
 
     def scale_rewards_then_darling(repeated_batch: Any, reward_scaling_cfg: Any) -> Any:
         repeated_batch = original(repeated_batch, reward_scaling_cfg)
@@ -299,7 +268,7 @@ def darling_rewards(
         with (
             replaced(grpo, scale_rewards=scale_rewards_then_darling, Timer=StepTimer),
             overlapped_train(policy, overlapped) if overlapped else nullcontext(),
-            judge_during_generation(transform, prefix) if streaming else nullcontext(),
+            judge_during_generation(transform, plan) if plan.generation.on else nullcontext(),
         ):
             yield transform
     finally:
@@ -446,11 +415,9 @@ def start(cfg: dict[str, Any], darling: DarlingConfig | None = None) -> tuple[di
     if darling is None:
         darling = validate_nemo_rl_config(cfg)
     check_data_paths(cfg)
-    if darling.calls_judge and darling.judge.kind == "served":  # a wrong URL fails now
-        from darling_nemo.judges.served import probe_served_judge
-
-        probe_served_judge(darling.judge, darling.judge.probe_timeout_s)
-        print(f"darling.judge: {len(darling.judge.endpoints)} endpoint(s) answer", flush=True)
+    probe = judge_kind(darling.judge).probe
+    if darling.calls_judge and probe is not None:  # a wrong URL fails now
+        print(f"darling.judge: {probe(darling.judge)}", flush=True)
     cfg["logger"]["log_dir"] = get_next_experiment_dir(cfg["logger"]["log_dir"])
     print(f"Logging to {cfg['logger']['log_dir']}", flush=True)
     init_ray()
@@ -540,9 +507,10 @@ def _setup_and_train(
 
     dataset, val_dataset, task_to_env, val_task_to_env = data
     darling = darling or validate_nemo_rl_config(cfg)
+    plan = judging_plan(cfg, darling)
     # darling.prefix_judging: NeMo-RL builds its async vLLM workers in setup(); they must be
     # the ones that report settled words (prefix_worker.py).
-    with prefix_reporting_workers() if prefix_judging_on(cfg, darling) else nullcontext():
+    with prefix_reporting_workers() if plan.prefix.on else nullcontext():
         (
             policy,
             policy_generation,
@@ -559,7 +527,7 @@ def _setup_and_train(
     memory_report = os.environ.get(MEMORY_REPORT_ENV)
     with (
         probed(policy, Path(memory_report)) if memory_report else nullcontext(),
-        darling_rewards(master_config, policy, darling) as transform,
+        darling_rewards(master_config, policy, darling, plan) as transform,
     ):
         if save_by is not None:
             ckpt = master_config["checkpointing"]

@@ -12,10 +12,10 @@ from typing import Any
 
 from darling_nemo import methods
 from darling_nemo.core import Baseline, Diversity, JudgeRounds, PartitionScope
+from darling_nemo.judges.registry import judge_kind
 from darling_nemo.schema import (
     ConfigError,
     DarlingConfig,
-    ServedJudgeConfig,
     config_problems,
     group_size_problem,
     validate_darling,
@@ -270,13 +270,6 @@ def overlap_fallbacks(cfg: dict[str, Any]) -> list[str]:
     return []
 
 
-STREAM_ON = "darling.judge_during_generation: pairs are judged as their responses finish"
-PREFIX_ON = (
-    "darling.prefix_judging: a response joins the judge stream once the words the judge "
-    "reads are settled"
-)
-
-
 def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
     """Why darling.judge_during_generation=true cannot judge during this config's rollouts,
     naming the keys; empty when it can."""
@@ -291,7 +284,7 @@ def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
         reasons.append(
             f"darling.method={darling.method} judges final answers once the rollout is done"
         )
-    elif darling.diversity is not Diversity.SEMANTIC or darling.judge.kind == "lexical":
+    elif darling.diversity is not Diversity.SEMANTIC or not judge_kind(darling.judge).pair_model:
         reasons.append("no pair model to call (darling.diversity / darling.judge.kind)")
     if darling.partition_scope is not PartitionScope.ALL:
         reasons.append(
@@ -299,33 +292,6 @@ def stream_fallbacks(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
         )
     if darling.judge_rounds is not JudgeRounds.WAVES:
         reasons.append("darling.judge_rounds=one judges every pair in one call by definition")
-    return reasons
-
-
-def prefix_judging_on(cfg: dict[str, Any], darling: DarlingConfig) -> bool:
-    """Whether this config's run takes responses before they finish (nothing printed)."""
-    return (
-        darling.judge_during_generation
-        and darling.prefix_judging
-        and not stream_fallbacks(cfg, darling)
-        and not prefix_fallbacks(darling)
-    )
-
-
-def prefix_fallbacks(darling: DarlingConfig) -> list[str]:
-    """Why darling.prefix_judging=true cannot take responses before they finish (beyond
-    `stream_fallbacks`), naming the keys; empty when it can."""
-    judge = darling.judge
-    if judge.kind not in ("served", "cross_encoder"):
-        return [f"darling.judge.kind={judge.kind} reads whole responses"]
-    reasons = []
-    if judge.truncation != "words":
-        reasons.append(
-            f"darling.judge.truncation={judge.truncation}: a token cut is settled only by the "
-            "final text"
-        )
-    if isinstance(judge, ServedJudgeConfig) and judge.fallback is not None:
-        reasons.append("darling.judge.fallback judges whole responses when a request fails")
     return reasons
 
 

@@ -55,6 +55,7 @@ from typing import Any
 import torch
 
 from darling_nemo.judge_stream import JudgeStream
+from darling_nemo.nemo_rl.judging_plan import JudgingPlan
 from darling_nemo.nemo_rl.touch_points import replaced
 from darling_nemo.nemo_rl.transform import (
     DarlingOutcome,
@@ -220,9 +221,24 @@ def overlapped_train(policy: Any, overlapped: OverlappedDarling) -> Iterator[Non
         overlapped.close()
 
 
+def _settled_words_poller(stream: JudgeStream, prompts: dict[int, tuple[int, ...]]) -> Any:
+    """The driver thread that hands the workers' settled words of each row to the stream."""
+    from darling_nemo.nemo_rl.prefix_worker import InboxPoller
+
+    if stream.prefix_words is None:  # the judge's registry entry and the judge disagree
+        raise ValueError(
+            "the judging plan takes settled words, but the judge reads whole responses "
+            "(it has no prefix_words)"
+        )
+    return InboxPoller(
+        f"darling-prefixes-{os.getpid()}-{id(stream)}",
+        lambda row, settled: stream.add_settled(row, prompts[row], settled),
+    )
+
+
 @contextmanager
 def judge_during_generation(
-    transform: DarlingRewardTransform, prefix: bool = False
+    transform: DarlingRewardTransform, plan: JudgingPlan
 ) -> Iterator[JudgeStream]:
     """Each training rollout's responses go to a `JudgeStream` as they finish.
 
@@ -234,14 +250,15 @@ def judge_during_generation(
     transform closes it when the rollout reaches the DARLING hook. `grpo.validate` is
     wrapped so that validation rollouts are not judged.
 
-    `prefix` (darling.prefix_judging): each sample's generation calls carry a tag, the
-    workers (prefix_worker.py, built in setup()) send its settled words to an inbox, and a
-    driver thread hands them to the stream, so a response joins before it finishes.
+    Where the run's plan takes responses on their settled words (`plan.prefix`,
+    darling.prefix_judging): each sample's generation calls carry a tag, the workers
+    (prefix_worker.py, built in setup()) send its settled words to an inbox, and a driver
+    thread hands them to the stream, so a response joins before it finishes.
     """
     from nemo_rl.algorithms import grpo
     from nemo_rl.experience import rollouts
 
-    from darling_nemo.nemo_rl.prefix_worker import InboxPoller, TaggedGeneration
+    from darling_nemo.nemo_rl.prefix_worker import TaggedGeneration
 
     if transform.judge is None:
         raise ValueError("judge_during_generation needs a pair judge")
@@ -250,12 +267,7 @@ def judge_during_generation(
     sample_signature = inspect.signature(original_sample)
     validating = False
     prompts: dict[int, tuple[int, ...]] = {}  # this rollout's rows -> their group key
-    poller = None
-    if prefix and stream.prefix_words is not None:
-        poller = InboxPoller(
-            f"darling-prefixes-{os.getpid()}-{id(stream)}",
-            lambda row, settled: stream.add_settled(row, prompts[row], settled),
-        )
+    poller = _settled_words_poller(stream, prompts) if plan.prefix.on else None
 
     async def sample_then_stream(*args: Any, **kwargs: Any) -> Any:
         if validating:

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.nemo_rl.checks import PREFIX_ON, STREAM_ON, prefix_judging_on, stream_fallbacks
-from darling_nemo.schema import validate_darling
+from darling_nemo.nemo_rl.judging_plan import PREFIX_ON, STREAM_ON, JudgingPlan
 
 # The rehearsal's stand-ins refit bit for bit: generation and policy compute the same fp32
 # probabilities. On GPUs vLLM (bf16, its own kernels) and Megatron differ by a few percent
@@ -97,8 +96,10 @@ def verify_run(
     log_root: Path,
     checkpoint_root: Path,
     expect: Expect,
+    plan: JudgingPlan,
 ) -> dict[str, dict[int, float]]:
-    """What one run must have done, read from its log, its TensorBoard scalars and its files.
+    """What one run must have done, read from its log, its TensorBoard scalars and its files,
+    `plan`: the judging plan of `cfg` (`judging_plan`, decided once by the caller).
     Raises RehearsalFailure naming the phase; returns the run's scalars."""
     check("SETUP COMPLETE" in text, phase, "NeMo-RL's setup() did not complete")
     if expect.resumed and expect.resume_marker is not None:
@@ -111,8 +112,7 @@ def verify_run(
         f"trained steps {trained}, expected {list(expect.trained)} "
         "(a resume continues, it does not restart)",
     )
-    darling = validate_darling(cfg["darling"])
-    streamed = darling.judge_during_generation and not stream_fallbacks(cfg, darling)
+    streamed = plan.generation.on
     if streamed:
         check(STREAM_ON in text, phase, "the rollout did not feed the judge during generation")
     if streamed and expect.stand_in_checks:
@@ -123,7 +123,7 @@ def verify_run(
             f"{checked} of {len(expect.trained)} steps were checked against the synchronous "
             "judge (rehearsal/swap.py)",
         )
-    prefix = streamed and prefix_judging_on(cfg, darling)
+    prefix = plan.prefix.on
     if prefix:
         check(PREFIX_ON in text, phase, "the generation workers did not report settled words")
     for step in expect.trained:

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
+from darling_nemo.judges.registry import judge_kind
+from darling_nemo.nemo_rl.judging_plan import judging_plan
 from darling_nemo.rehearsal.contract import contract_phase
 from darling_nemo.rehearsal.phases import (
     REHEARSAL_PROB_ERROR_TOLERANCE,
@@ -181,9 +183,9 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any], 
         )
     judge = validate_darling(cfg["darling"]).judge  # the schema fills the template's default
     classifier = None
-    if judge.kind in ("served", "cross_encoder", "ray_pool"):
-        template = judge.classifier.template if judge.kind == "ray_pool" else judge.template
-        classifier = models.save_tiny_pair_classifier(r.workdir / "classifier", template)
+    template = judge_kind(judge).stand_in.classifier_template
+    if template is not None:
+        classifier = models.save_tiny_pair_classifier(r.workdir / "classifier", template(judge))
     changes = shrink_overrides(
         cfg,
         policy_dir=str(policy),
@@ -333,6 +335,7 @@ def rehearse(
         with ExitStack() as stack:
             judge_port = _free_port()
             config, given, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
+            plan = judging_plan(shrunk, validate_darling(shrunk["darling"]))
             print("phase prepare (tiny models, prompts, shrunk config): PASS", flush=True)
             if runs == 0:
                 print(
@@ -344,7 +347,7 @@ def rehearse(
             launched = shrunk["darling"]["judge"].get("launch")
             if launched:  # the recipe starts and stops the stand-in itself, in each run
                 print(f"phase judge server (started by the recipe: {launched['executable']})")
-            elif shrunk["darling"]["judge"]["kind"] == "served":
+            elif judge_kind(shrunk["darling"]["judge"]["kind"]).stand_in.serves:
                 phase = "judge server"
                 start_judge_server(r, stack, judge_port, judge_dies_after)
                 print(f"phase judge server (classify_server on 127.0.0.1:{judge_port}): PASS")
@@ -371,7 +374,8 @@ def rehearse(
                     prob_error_tolerance=REHEARSAL_PROB_ERROR_TOLERANCE,
                     stand_in_checks=True,
                 )
-                verify_run(text, shrunk, phase, workdir / "logs", workdir / "checkpoints", expect)
+                logs, ckpts = workdir / "logs", workdir / "checkpoints"
+                verify_run(text, shrunk, phase, logs, ckpts, expect, plan)
                 print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
     except RehearsalFailure as failure:
         print(f"rehearsal: FAIL at {failure.phase}: {failure.error}", flush=True)

@@ -25,6 +25,8 @@ import math
 import sys
 from typing import Any
 
+from darling_nemo.judges.registry import StandInWorld, judge_kind
+
 MAX_NEW_TOKENS = 16
 MAX_PROMPT_TOKENS = 96
 PROMPTS_PER_STEP = 2
@@ -155,28 +157,8 @@ def shrink_overrides(
             ("env.reward_model.resources.num_nodes", cluster["rm_nodes"]),
         ]
     judge = cfg["darling"]["judge"]
-    if judge["kind"] == "served" and judge.get("launch") and judge_url and classifier_dir:
-        # the one-node configs: the recipe itself starts the stand-in server on CPU
-        out += [
-            ("darling.judge.launch.model", classifier_dir),
-            ("darling.judge.launch.port", int(judge_url.rsplit(":", 1)[1])),
-            (
-                "darling.judge.launch.executable",
-                f"{sys.executable} -m darling_nemo.classify_server",
-            ),
-            ("darling.judge.launch.needs_gpu", False),
-        ]
-    elif judge["kind"] == "served":
-        out.append(("darling.judge.endpoints", [judge_url]))
-    elif judge["kind"] == "cross_encoder":
-        out.append(("darling.judge.model", classifier_dir))
-    elif judge["kind"] == "ray_pool":
-        out += [
-            ("darling.judge.classifier.model", classifier_dir),
-            ("darling.judge.num_gpus_per_actor", 0),
-        ]
-    if judge["kind"] in ("served", "cross_encoder"):
-        out.append(("darling.judge.max_length", JUDGE_MAX_LENGTH))
+    world = StandInWorld(classifier_dir, judge_url, JUDGE_MAX_LENGTH, sys.executable)
+    out += judge_kind(judge["kind"]).stand_in.overrides(judge, world)
     return [(key, value) for key, value in out if _changes(cfg, key, value)]
 
 

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from darling_nemo import methods
 from darling_nemo.schema.base import Strict
 from darling_nemo.schema.darling import DarlingConfig, group_size_problem
+from darling_nemo.schema.judges import LexicalJudgeConfig
 
 
 class TinyPolicyConfig(Strict):
@@ -191,7 +192,7 @@ class TrlSharedConfig(Strict):
 
 def check_digit_sum_judge(task: TaskConfig, darling: DarlingConfig, key: str) -> None:
     """The digit_sum task decides equivalence by its own rule: refuse another judge at `key`."""
-    if task.kind == "digit_sum" and darling.judge.kind != "lexical":
+    if task.kind == "digit_sum" and not isinstance(darling.judge, LexicalJudgeConfig):
         raise ValueError(
             f"{key}: the digit_sum task decides equivalence by its own rule (same digit "
             f"multiset); leave {key} unset"

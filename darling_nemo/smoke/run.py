@@ -28,11 +28,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
-from darling_nemo.nemo_rl.checks import overlap_fallbacks, stream_fallbacks
+from darling_nemo.judges.registry import judge_kind
+from darling_nemo.nemo_rl.judging_plan import JudgingPlan, judging_plan
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV
 from darling_nemo.rehearsal.phases import (
     GPU_PROB_ERROR_TOLERANCE,
@@ -178,8 +180,7 @@ def smoke(
     data: dict[str, Any] = {"config": config_path, "overrides": overrides}
     phase = "prepare"
     try:
-        ckpts = smoke_dir / "checkpoints"
-        if any(ckpts.glob("step_*")):
+        if any((smoke_dir / "checkpoints").glob("step_*")):
             raise ConfigError(
                 f"--smoke-dir {smoke_dir}: its checkpoints/ already holds steps; a smoke "
                 "starts at step 0 (remove the folder or give another --smoke-dir)"
@@ -192,71 +193,15 @@ def smoke(
         contract_phase(config_path, overrides)  # the rehearsal's first phase, before anything
         phase = "prepare"
         with ExitStack() as stack:
-            if standins:
-                base_path, base_overrides, env, timeout = _standin_world(
-                    recipe, config_path, overrides, task, stack
-                )
-                resume_marker, tolerance = "weights read back", REHEARSAL_PROB_ERROR_TOLERANCE
-            else:
-                from darling_nemo.nemo_rl.adapter import require_nemo_rl
-
-                require_nemo_rl(f"uv run {recipe.relative_to(REPO)} --config {config_path} --smoke")
-                base_path, base_overrides, env, timeout = (
-                    config_path,
-                    list(overrides),
-                    dict(os.environ),
-                    None,
-                )
-                env[MEMORY_REPORT_ENV] = str(smoke_dir / "memory.jsonl")
-                (smoke_dir / "memory.jsonl").unlink(missing_ok=True)  # an earlier attempt's
-                resume_marker, tolerance = None, GPU_PROB_ERROR_TOLERANCE
-            base = load_config(base_path, base_overrides)
-            rows = STEPS_PER_SMOKE * base["grpo"]["num_prompts_per_step"]
-            subset = train_subset(base["data"]["train_data_path"], smoke_dir / "train.jsonl", rows)
-            changes = smoke_overrides(base, smoke_dir, subset)
-            for key, value in changes:
-                print(f"  smoke {key}: {lookup(base, key)!r} -> {value!r}", flush=True)
-            print(
-                f"  smoke grpo.max_num_steps: {base['grpo']['max_num_steps']!r} -> "
-                f"{RUNS[0][1]} (run 1), {RUNS[1][1]} (run 2)",
-                flush=True,
+            world = _world(recipe, config_path, overrides, task, smoke_dir, standins, stack)
+            cfg, config = _smoke_config(world, smoke_dir)
+            plan = judging_plan(cfg, validate_darling(cfg["darling"]))
+            run_scalars = _both_runs(
+                recipe, config, cfg, plan, world, smoke_dir, data, before_run_2
             )
-            cfg = load_config(
-                base_path, [*base_overrides, *(f"{k}={json.dumps(v)}" for k, v in changes)]
-            )
-            config = smoke_dir / "smoke_config.yaml"
-            save_config(cfg, config)
-            print("phase prepare (data subset, smoke config): PASS", flush=True)
-            run_scalars = []
-            for phase, steps, trained, resumed in RUNS:
-                if resumed and before_run_2 is not None:
-                    before_run_2(ckpts)
-                t0 = time.monotonic()
-                text = run_recipe_once(
-                    recipe,
-                    config,
-                    steps,
-                    env,
-                    smoke_dir / f"run{len(run_scalars) + 1}.log",
-                    phase,
-                    timeout,
-                )
-                val_period = cfg["grpo"]["val_period"]
-                expect = Expect(
-                    trained=trained,
-                    validated=tuple(s for s in trained if val_period and s % val_period == 0),
-                    resumed=resumed,
-                    resume_marker=resume_marker,
-                    prob_error_tolerance=tolerance,
-                )
-                run_scalars.append(verify_run(text, cfg, phase, smoke_dir / "logs", ckpts, expect))
-                print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
-                data[f"run{len(run_scalars)}_s"] = round(time.monotonic() - t0, 1)
         phase = "report"
         memory, data["memory"] = plan_lines(given, memory_report, smoke_dir / "memory.jsonl")
-        darling = validate_darling(cfg["darling"])
-        streamed = darling.judge_during_generation and not stream_fallbacks(cfg, darling)
-        mode = report.judge_mode(darling.overlap and not overlap_fallbacks(cfg), streamed)
+        mode = report.judge_mode(plan.log_probs.on, plan.generation.on)
         lines = memory + report.time_lines(run_scalars[0], 2, task, mode)
         data["step_2_times_s"] = report.step_times(run_scalars[0], 2)
         for line in lines:
@@ -278,6 +223,103 @@ def smoke(
     return _verdict(
         smoke_dir, lines, data, f"smoke: PASS ({elapsed:.0f} s; report in {smoke_dir})", 0
     )
+
+
+@dataclass(frozen=True)
+class _World:
+    """Where the smoke's runs happen: the config file and overrides they start from, their
+    environment, the time limit of each run, and how run 2's resume shows and how close
+    generation and training must agree."""
+
+    base_path: str
+    base_overrides: list[str]
+    env: dict[str, str]
+    timeout: float | None
+    resume_marker: str | None
+    tolerance: float
+
+
+def _world(
+    recipe: Path,
+    config_path: str,
+    overrides: list[str],
+    task: str,
+    smoke_dir: Path,
+    standins: bool,
+    stack: ExitStack,
+) -> _World:
+    """The rehearsal's stand-in world (CPU tests), or the job's own GPUs and config."""
+    if standins:
+        base_path, base_overrides, env, timeout = _standin_world(
+            recipe, config_path, overrides, task, stack
+        )
+        marker, tolerance = "weights read back", REHEARSAL_PROB_ERROR_TOLERANCE
+        return _World(base_path, base_overrides, env, timeout, marker, tolerance)
+    from darling_nemo.nemo_rl.adapter import require_nemo_rl
+
+    require_nemo_rl(f"uv run {recipe.relative_to(REPO)} --config {config_path} --smoke")
+    env = dict(os.environ)
+    env[MEMORY_REPORT_ENV] = str(smoke_dir / "memory.jsonl")
+    (smoke_dir / "memory.jsonl").unlink(missing_ok=True)  # an earlier attempt's
+    return _World(config_path, list(overrides), env, None, None, GPU_PROB_ERROR_TOLERANCE)
+
+
+def _smoke_config(world: _World, smoke_dir: Path) -> tuple[dict[str, Any], Path]:
+    """The smoke's dataset, steps and folders over the job's config (printed), written to
+    the smoke folder. Returns (the config, its file)."""
+    base = load_config(world.base_path, world.base_overrides)
+    rows = STEPS_PER_SMOKE * base["grpo"]["num_prompts_per_step"]
+    subset = train_subset(base["data"]["train_data_path"], smoke_dir / "train.jsonl", rows)
+    changes = smoke_overrides(base, smoke_dir, subset)
+    for key, value in changes:
+        print(f"  smoke {key}: {lookup(base, key)!r} -> {value!r}", flush=True)
+    print(
+        f"  smoke grpo.max_num_steps: {base['grpo']['max_num_steps']!r} -> "
+        f"{RUNS[0][1]} (run 1), {RUNS[1][1]} (run 2)",
+        flush=True,
+    )
+    cfg = load_config(
+        world.base_path, [*world.base_overrides, *(f"{k}={json.dumps(v)}" for k, v in changes)]
+    )
+    config = smoke_dir / "smoke_config.yaml"
+    save_config(cfg, config)
+    print("phase prepare (data subset, smoke config): PASS", flush=True)
+    return cfg, config
+
+
+def _both_runs(
+    recipe: Path,
+    config: Path,
+    cfg: dict[str, Any],
+    plan: JudgingPlan,
+    world: _World,
+    smoke_dir: Path,
+    data: dict[str, Any],
+    before_run_2: Callable[[Path], None] | None,
+) -> list[dict[str, dict[int, float]]]:
+    """Run 1 and run 2 (the resume), each checked by the rehearsal's checker; their times go
+    into `data`. Returns each run's scalars."""
+    ckpts = smoke_dir / "checkpoints"
+    run_scalars = []
+    for phase, steps, trained, resumed in RUNS:
+        if resumed and before_run_2 is not None:
+            before_run_2(ckpts)
+        t0 = time.monotonic()
+        log = smoke_dir / f"run{len(run_scalars) + 1}.log"
+        text = run_recipe_once(recipe, config, steps, world.env, log, phase, world.timeout)
+        val_period = cfg["grpo"]["val_period"]
+        expect = Expect(
+            trained=trained,
+            validated=tuple(s for s in trained if val_period and s % val_period == 0),
+            resumed=resumed,
+            resume_marker=world.resume_marker,
+            prob_error_tolerance=world.tolerance,
+        )
+        logs = smoke_dir / "logs"
+        run_scalars.append(verify_run(text, cfg, phase, logs, ckpts, expect, plan))
+        print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
+        data[f"run{len(run_scalars)}_s"] = round(time.monotonic() - t0, 1)
+    return run_scalars
 
 
 def _verdict(
@@ -309,7 +351,7 @@ def _standin_world(
     r = Rehearsal(recipe, config_path, list(overrides), task, workdir)
     judge_port = _free_port()
     shrunk_path, _, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
-    if shrunk["darling"]["judge"]["kind"] == "served":
+    if judge_kind(shrunk["darling"]["judge"]["kind"]).stand_in.serves:
         start_judge_server(r, stack, judge_port, None)
     start_ray(r, stack, shrunk["cluster"]["gpus_per_node"] * shrunk["cluster"]["num_nodes"])
     print(f"phase stand-ins (rehearsal world in {workdir}): PASS", flush=True)

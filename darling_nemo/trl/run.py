@@ -26,11 +26,11 @@ import numpy as np
 import yaml
 
 from darling_nemo.config import (
-    check_judge_models,
     check_model_path,
     check_output_dir,
     save_config,
 )
+from darling_nemo.judges.registry import check_judge_models, judge_kind
 from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.schema import (
     ChatTaskConfig,
@@ -373,15 +373,16 @@ def probe_judge(run_cfg: TrlRunConfig) -> None:
     """A served judge answers before the run starts (as on the NeMo-RL path): an unreachable
     or wrong endpoint is a ConfigError naming darling.judge.endpoints[i] and its URL."""
     judge = run_cfg.darling.judge
-    if not (run_cfg.darling.calls_judge and judge.kind == "served"):
+    probe = judge_kind(judge).probe
+    if not (run_cfg.darling.calls_judge and probe is not None):
         return
-    from darling_nemo.judges.served import ServedJudgeError, probe_served_judge
+    from darling_nemo.judges import JudgeError
 
     try:
-        probe_served_judge(judge, judge.probe_timeout_s)
-    except ServedJudgeError as err:
+        answered = probe(judge)
+    except JudgeError as err:
         raise ConfigError(str(err)) from None
-    print(f"darling.judge: {len(judge.endpoints)} endpoint(s) answer", flush=True)
+    print(f"darling.judge: {answered}", flush=True)
 
 
 def check_model_paths(run_cfg: TrlRunConfig) -> None:
