@@ -23,6 +23,7 @@ import inspect
 from collections import OrderedDict
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 BLOCK_TOKENS = 16  # vLLM's default --block-size: only whole blocks are reused
@@ -84,9 +85,13 @@ class PrefixCache:
         usable = min(best, len(ids) - 1) // self.block_tokens * self.block_tokens
         return usable, (key if usable > 0 else None)
 
-    @torch.inference_mode()
     def logits(self, ids: Sequence[int]) -> torch.Tensor:
         """Logits (num_labels,) of one input, pooled at its last token."""
+        return self.logits_and_hit(ids)[0]
+
+    @torch.inference_mode()
+    def logits_and_hit(self, ids: Sequence[int]) -> tuple[torch.Tensor, int]:
+        """Logits (num_labels,) of one input and how many of its tokens were reused."""
         if not ids:
             raise ValueError("an empty input has no last token to pool")
         usable, key = self._best(ids)
@@ -106,11 +111,20 @@ class PrefixCache:
         self.entries.move_to_end(tuple(ids))
         while len(self.entries) > self.capacity:
             self.entries.popitem(last=False)
-        return self.model.score(out.last_hidden_state[0, -1])
+        return self.model.score(out.last_hidden_state[0, -1]), usable
 
     def probs(self, ids: Sequence[Sequence[int]]) -> torch.Tensor:
         """Class probabilities (len(ids), num_labels), inputs in the order given."""
         return torch.stack([torch.softmax(self.logits(seq).float(), dim=-1) for seq in ids])
+
+    def probs_and_hits(self, ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities (len(ids), num_labels) and each input's reused tokens."""
+        rows, hits = [], []
+        for seq in ids:
+            logits, hit = self.logits_and_hit(seq)
+            rows.append(torch.softmax(logits.float(), dim=-1).cpu().numpy())
+            hits.append(hit)
+        return np.array(rows, dtype=np.float64), np.array(hits, dtype=np.int64)
 
     def stats(self) -> dict[str, int]:
         return {
