@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
+from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.rehearsal.contract import contract_phase
 from darling_nemo.rehearsal.phases import (
     REHEARSAL_PROB_ERROR_TOLERANCE,
     Expect,
     RehearsalFailure,
     logged_scalars,
+    newest_run_scalars,
     verify_run,
 )
 from darling_nemo.rehearsal.shrink import lookup, shrink_overrides, shrunk_cluster
@@ -259,6 +261,9 @@ def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: in
                 "127.0.0.1",
                 "--port",
                 str(port),
+                # as darling-serve-classifiers serves it: LAST pooling turns the prefix
+                # cache on for a causal classifier (the math configs' Qwen3 stand-in)
+                *caching_args(str(r.workdir / "classifier"), []),
                 *drill,
             ],
             r.env,
@@ -267,6 +272,16 @@ def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: in
     )
     health = f"http://127.0.0.1:{port}/health"
     _wait_until(lambda: _http_ok(health), 120, "classifier server", server)
+
+
+def judge_cache_line(shrunk: dict[str, Any], log_root: Path) -> str:
+    """'; judge prefix cache: N tokens reused' from the run's judge counters (the classify
+    server's usage replies), or '' when the judge is not served."""
+    if shrunk["darling"]["judge"]["kind"] != "served":
+        return ""
+    reused = newest_run_scalars(log_root, "judge cache").get("darling/judge_cached_tokens", {})
+    total = sum(reused.values())  # per-step counters (usage_since)
+    return f"; judge prefix cache: {total:.0f} prompt tokens reused"
 
 
 def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
@@ -364,7 +379,8 @@ def rehearse(
                     stand_in_checks=True,
                 )
                 verify_run(text, shrunk, phase, workdir / "logs", workdir / "checkpoints", expect)
-                print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
+                cache = judge_cache_line(shrunk, workdir / "logs")
+                print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s{cache})", flush=True)
     except RehearsalFailure as failure:
         print(f"rehearsal: FAIL at {failure.phase}: {failure.error}", flush=True)
         return 1
