@@ -246,6 +246,7 @@ def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
         "darling/pairs_judged",
         "darling/pairs_judged_during_generation",
         "darling/pairs_judged_on_settled_words",
+        "darling/judge_cached_tokens",  # the stand-in's prefix cache (served judge)
     }
     return {
         k.removeprefix("timing/train/"): v[2]
@@ -296,7 +297,12 @@ def run_bench(
                     k: v if k.startswith("darling/") else v / factor for k, v in measured.items()
                 }
                 rows.append((scale.name, mode, simulated))
-                print(f"  {key} {mode}: {time.monotonic() - started:.0f} s real", flush=True)
+                reused = simulated.get("darling/judge_cached_tokens", 0.0)
+                print(
+                    f"  {key} {mode}: {time.monotonic() - started:.0f} s real, the stand-in "
+                    f"reused {reused:.0f} prompt tokens",
+                    flush=True,
+                )
     return rows
 
 

@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 from darling_nemo.judges.cross_encoder import SequenceClassifier
+from darling_nemo.judges.node_server import server_command
 from darling_nemo.judges.prefix_cache import PrefixCache, is_causal_classifier
+from darling_nemo.judges.serve_flags import LAST_POOLING, caching_args
 from darling_nemo.judges.templates import PairFormatter
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
+from darling_nemo.schema import ClassifierServersConfig, NodeServerConfig
+from darling_nemo.serve_classifiers import server_commands
 
 BLOCK = 4  # small blocks, so prefixes ending on and off a block boundary both occur
 
@@ -88,3 +92,22 @@ def test_an_encoder_is_not_cached(tmp_path):
     assert not is_causal_classifier(bert.model)
     with pytest.raises(ValueError, match="causal classifier"):
         PrefixCache(bert.model)
+
+
+def test_causal_classifiers_are_served_with_last_pooling(tmp_path):
+    math, chat = (
+        "dogtooth/qwen3-4b-emb-finetuned-step-70-hf",
+        "dogtooth/similarity-classifier-f168-hf",
+    )
+    assert caching_args(math, []) == LAST_POOLING
+    assert caching_args(chat, []) == []  # ModernBERT: bidirectional, nothing to reuse
+    # a pooler the user chose is theirs (the classify contract checks what it gives)
+    assert caching_args(math, ["--override-pooler-config", '{"pooling_type":"MEAN"}']) == []
+    local = save_tiny_classifier(tmp_path / "q", "qwen3")
+    assert caching_args(str(local), []) == LAST_POOLING
+    servers = ClassifierServersConfig(model=math, gpus=[0, 1])
+    assert all(argv[-2:] == LAST_POOLING for _, argv in server_commands(servers))
+    _, argv = server_command(NodeServerConfig(model=math, extra_args=["--x"]))
+    assert argv[-3:] == [*LAST_POOLING, "--x"]
+    _, argv = server_command(NodeServerConfig(model=chat))
+    assert "--override-pooler-config" not in argv
