@@ -48,7 +48,7 @@ import numpy as np
 from aiohttp import web
 
 from darling_nemo.judges.cross_encoder import SequenceClassifier
-from darling_nemo.judges.prefix_cache import PrefixCache, is_causal_classifier
+from darling_nemo.judges.prefix_cache import BLOCK_TOKENS, PrefixCache, is_causal_classifier
 from darling_nemo.schema import CrossEncoderJudgeConfig
 from darling_nemo.schema_keys import choices
 
@@ -303,6 +303,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument(
+        "--block-size",
+        type=int,
+        default=BLOCK_TOKENS,
+        help="vLLM's flag: tokens per cache block; only whole blocks of a prefix are reused",
+    )
+    p.add_argument(
         "--enable-chunked-prefill",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -320,6 +326,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.block_size < 1:
+        print(
+            f"classify_server: --block-size must be at least 1, got {args.block_size}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         classifier = SequenceClassifier(args.model, args.device, args.dtype)
         pooling = pooling_type(args.override_pooler_config)
@@ -329,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     max_model_len = args.max_model_len or classifier.max_length
     name = args.served_model_name or args.model
     caching, why = prefix_caching(classifier, pooling, args.enable_prefix_caching)
-    cache = PrefixCache(classifier.model) if caching else None
+    cache = PrefixCache(classifier.model, args.block_size) if caching else None
     app = make_app(
         classifier,
         name,

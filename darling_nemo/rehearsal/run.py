@@ -262,8 +262,11 @@ def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: in
                 "--port",
                 str(port),
                 # as darling-serve-classifiers serves it: LAST pooling turns the prefix
-                # cache on for a causal classifier (the math configs' Qwen3 stand-in)
+                # cache on for a causal classifier (the math configs' Qwen3 stand-in); the
+                # shrunk judge reads ~8 tokens of a response, so blocks of 4, not vLLM's 16
                 *caching_args(str(r.workdir / "classifier"), []),
+                "--block-size",
+                "4",
                 *drill,
             ],
             r.env,
