@@ -13,7 +13,15 @@ can start either (its `executable` setting). The protocol mirrors vLLM 0.10:
       400 over-long input / bad request, 404 unknown model: {"object": "error", "message",
           "type", "param", "code"}
     GET /health (200), GET /v1/models (vLLM's model list: id = the served name, root,
-    max_model_len), which `judges.served.probe_served_judge` reads at start-up
+    max_model_len), which `judges.served.probe_served_judge` reads at start-up,
+    GET /metrics (vLLM's prefix-cache counters, in tokens, Prometheus text)
+
+Prefix caching follows vLLM 0.10.0's rule for a classify server: on for a causal classifier
+served with `--override-pooler-config '{"pooling_type":"LAST"}'` (unless
+`--no-enable-prefix-caching`), off otherwise and always for encoders. When on, an input
+reuses the keys/values of the longest whole-block prefix it shares with a recent input
+(`judges.prefix_cache`); a reply's `usage.prompt_tokens_details.cached_tokens` counts the
+reused tokens, and the log line at exit and /metrics the totals.
 
 Each input text is tokenized with the tokenizer's own special tokens (vLLM's default), and
 inputs longer than the model are rejected (vLLM does the same). Concurrent requests are
@@ -40,8 +48,11 @@ import numpy as np
 from aiohttp import web
 
 from darling_nemo.judges.cross_encoder import SequenceClassifier
+from darling_nemo.judges.prefix_cache import BLOCK_TOKENS, PrefixCache, is_causal_classifier
 from darling_nemo.schema import CrossEncoderJudgeConfig
 from darling_nemo.schema_keys import choices
+
+Scored = tuple[np.ndarray, np.ndarray]  # probabilities, cached tokens per input
 
 
 def error_response(message: str, status: int, kind: str = "BadRequestError") -> web.Response:
@@ -52,16 +63,27 @@ def error_response(message: str, status: int, kind: str = "BadRequestError") -> 
 class Batcher:
     """Runs queued token-id lists through the classifier in shared forward passes."""
 
-    def __init__(self, classifier: SequenceClassifier, max_batch_size: int) -> None:
+    def __init__(
+        self,
+        classifier: SequenceClassifier,
+        max_batch_size: int,
+        prefix_cache: PrefixCache | None = None,
+    ) -> None:
         self.classifier = classifier
         self.max_batch_size = max_batch_size
+        self.prefix_cache = prefix_cache
         # One thread owns the model and its tokenizer: tokenisation and forward passes keep
         # the event loop free for other requests, and a fast tokenizer (which may reset its
         # truncation state on a call) is never used from two threads at once.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="classifier")
-        self.queue: asyncio.Queue[tuple[list[list[int]], asyncio.Future[np.ndarray]]] = (
-            asyncio.Queue()
-        )
+        self.queue: asyncio.Queue[tuple[list[list[int]], asyncio.Future[Scored]]] = asyncio.Queue()
+
+    def score(self, ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Probabilities and the cached (reused) tokens of each input."""
+        if self.prefix_cache is None:
+            probs = self.classifier.probs_from_ids(ids, self.max_batch_size)
+            return probs, np.zeros(len(ids), dtype=np.int64)
+        return self.prefix_cache.probs_and_hits(ids)  # in arrival order
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -73,9 +95,7 @@ class Batcher:
                 size += len(jobs[-1][0])
             ids = [seq for job_ids, _ in jobs for seq in job_ids]
             try:
-                probs = await loop.run_in_executor(
-                    self.executor, self.classifier.probs_from_ids, ids, self.max_batch_size
-                )
+                probs, hits = await loop.run_in_executor(self.executor, self.score, ids)
             except Exception as err:  # a model failure answers every waiting request
                 for _, future in jobs:
                     if not future.done():
@@ -84,15 +104,16 @@ class Batcher:
             start = 0
             for job_ids, future in jobs:
                 if not future.done():
-                    future.set_result(probs[start : start + len(job_ids)])
+                    end = start + len(job_ids)
+                    future.set_result((probs[start:end], hits[start:end]))
                 start += len(job_ids)
 
     async def encode(self, texts: list[str]) -> list[list[int]]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, self.classifier.encode, texts)
 
-    async def classify(self, ids: list[list[int]]) -> np.ndarray:
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+    async def classify(self, ids: list[list[int]]) -> Scored:
+        future: asyncio.Future[Scored] = asyncio.get_running_loop().create_future()
         await self.queue.put((ids, future))
         return await future
 
@@ -127,7 +148,11 @@ def too_long_response(ids: list[list[int]], max_model_len: int) -> web.Response 
 
 
 def classify_body(
-    classifier: SequenceClassifier, served_name: str, ids: list[list[int]], probs: np.ndarray
+    classifier: SequenceClassifier,
+    served_name: str,
+    ids: list[list[int]],
+    probs: np.ndarray,
+    cached_tokens: int | None = None,  # None: no prefix cache (vLLM then reports no details)
 ) -> dict[str, Any]:
     data = [
         {
@@ -149,7 +174,9 @@ def classify_body(
             "prompt_tokens": tokens,
             "total_tokens": tokens,
             "completion_tokens": 0,
-            "prompt_tokens_details": None,
+            "prompt_tokens_details": (
+                None if cached_tokens is None else {"cached_tokens": cached_tokens}
+            ),
         },
     }
 
@@ -161,8 +188,9 @@ def make_app(
     max_batch_size: int,
     model_path: str | None = None,  # what /v1/models reports as `root`; None: served_name
     die_at_classify: int | None = None,  # failure drills: crash when request N arrives
+    prefix_cache: PrefixCache | None = None,
 ) -> web.Application:
-    batcher = Batcher(classifier, max_batch_size)
+    batcher = Batcher(classifier, max_batch_size, prefix_cache)
     received = 0
 
     async def classify(request: web.Request) -> web.Response:
@@ -184,8 +212,12 @@ def make_app(
         too_long = too_long_response(ids, max_model_len)
         if too_long is not None:
             return too_long
-        probs = await batcher.classify(ids) if ids else np.zeros((0, classifier.num_labels))
-        return web.json_response(classify_body(classifier, served_name, ids, probs))
+        if not ids:
+            empty = np.zeros((0, classifier.num_labels))
+            return web.json_response(classify_body(classifier, served_name, ids, empty))
+        probs, hits = await batcher.classify(ids)
+        cached = None if prefix_cache is None else int(hits.sum())
+        return web.json_response(classify_body(classifier, served_name, ids, probs, cached))
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200)
@@ -202,6 +234,16 @@ def make_app(
         }
         return web.json_response({"object": "list", "data": [card]})
 
+    async def metrics(_: web.Request) -> web.Response:
+        stats = prefix_cache.stats() if prefix_cache is not None else {}
+        lines = []
+        for name in ("prefix_cache_queries", "prefix_cache_hits"):
+            lines += [
+                f"# TYPE vllm:{name}_total counter",
+                f'vllm:{name}_total{{model_name="{served_name}"}} {float(stats.get(name, 0))}',
+            ]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
     async def start_batcher(app: web.Application) -> Any:
         task = asyncio.create_task(batcher.run())
         yield
@@ -212,6 +254,7 @@ def make_app(
     app.router.add_post("/classify", classify)
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
     app.cleanup_ctx.append(start_batcher)
     return app
 
@@ -254,6 +297,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="vLLM's flag, accepted so the same command line runs here; no memory pool: ignored",
     )
     p.add_argument(
+        "--override-pooler-config",
+        default=None,
+        help='vLLM\'s flag; \'{"pooling_type":"LAST"}\' turns prefix caching on (causal models)',
+    )
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=BLOCK_TOKENS,
+        help="vLLM's flag: tokens per cache block; only whole blocks of a prefix are reused",
+    )
+    p.add_argument(
+        "--enable-chunked-prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM's flag, accepted so the same command line runs here; no scheduler: ignored",
+    )
+    p.add_argument(
         "--die-at-classify",
         type=int,
         default=None,
@@ -265,24 +326,80 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.block_size < 1:
+        print(
+            f"classify_server: --block-size must be at least 1, got {args.block_size}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         classifier = SequenceClassifier(args.model, args.device, args.dtype)
+        pooling = pooling_type(args.override_pooler_config)
     except ValueError as err:
         print(f"classify_server: {err}", file=sys.stderr)
         return 2
     max_model_len = args.max_model_len or classifier.max_length
     name = args.served_model_name or args.model
+    caching, why = prefix_caching(classifier, pooling, args.enable_prefix_caching)
+    cache = PrefixCache(classifier.model, args.block_size) if caching else None
     app = make_app(
-        classifier, name, max_model_len, args.max_batch_size, args.model, args.die_at_classify
+        classifier,
+        name,
+        max_model_len,
+        args.max_batch_size,
+        args.model,
+        args.die_at_classify,
+        cache,
     )
     print(
         f"classify_server: {args.model} as {name!r} on {classifier.device}, "
-        f"max_model_len {max_model_len}",
+        f"max_model_len {max_model_len}, prefix caching {'on' if caching else 'off'} ({why})",
         flush=True,
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(app, args.host, args.port))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(app, args.host, args.port))
+    finally:
+        if cache is not None:
+            print(f"classify_server: prefix cache {cache_summary(cache)}", flush=True)
     return 0
+
+
+def pooling_type(override: str | None) -> str | None:
+    """The pooling type --override-pooler-config asks for (vLLM's JSON), or None."""
+    if override is None:
+        return None
+    try:
+        value = json.loads(override)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--override-pooler-config is not JSON: {err}") from err
+    if not isinstance(value, dict):
+        raise ValueError(f"--override-pooler-config must be a JSON object, got {override!r}")
+    kind = value.get("pooling_type")
+    return None if kind is None else str(kind).upper()
+
+
+def prefix_caching(
+    classifier: SequenceClassifier, pooling: str | None, requested: bool | None
+) -> tuple[bool, str]:
+    """vLLM 0.10.0's decision for a classify server, and why."""
+    if not is_causal_classifier(classifier.model):
+        return False, "an encoder attends both ways: no prefix to reuse"
+    if pooling != "LAST":
+        return False, "vLLM 0.10.0 caches only with pooling_type LAST"
+    if requested is False:
+        return False, "--no-enable-prefix-caching"
+    return True, "causal classifier, LAST pooling"
+
+
+def cache_summary(cache: PrefixCache) -> str:
+    stats = cache.stats()
+    queries, hits = stats["prefix_cache_queries"], stats["prefix_cache_hits"]
+    share = hits / queries if queries else 0.0
+    return (
+        f"hits {hits} of {queries} prompt tokens ({share:.1%}), "
+        f"{stats['prefix_cache_hit_inputs']} input(s) with a hit"
+    )
 
 
 if __name__ == "__main__":

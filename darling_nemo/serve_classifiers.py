@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from darling_nemo.config import command_parser, exits_on_config_error, load_validated
+from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.schema import ClassifierServersConfig
 
 STOP_GRACE_S = 15.0
@@ -52,6 +53,7 @@ def server_commands(cfg: ClassifierServersConfig) -> list[tuple[dict[str, str], 
             str(cfg.base_port + k),
             "--served-model-name",
             f"{cfg.served_model_name_prefix}{k}",
+            *caching_args(cfg.model, cfg.extra_args),
             *cfg.extra_args,
         ]
         commands.append(({"CUDA_VISIBLE_DEVICES": str(gpu)}, argv))

@@ -22,7 +22,17 @@ cap), which is what judging during generation exploits.
 
 Durations (simulated seconds per step) come from FLOP and bandwidth arithmetic on an
 H100 SXM (989 TFLOP/s dense bf16, 3.35 TB/s), stated in `paper_scales()`; the judge is
-`judges.cost.judge_seconds_per_step`, the docs/judge-cost.md arithmetic.
+`judges.cost.judge_seconds_per_step`, the docs/judge-cost.md arithmetic, at the math
+classifier's throughput measured on an H100 (`bench.prefix_gpu`, MEASURED_* below).
+
+Mode `overlap+prefix+cache` is `overlap+prefix` with the classifier's prefix cache: a math
+pair costs what it costs when the `CLS a SEP` of its first response is reused (served with
+LAST pooling, pairs routed by first response: `judges.served`), the measured ratio of the
+cached to the full pair time (less than the ratio of prefill tokens, 35 to 56 response
+lengths: each suffix still attends to the whole cached prefix). Chunked prefill, which the
+same flag turns on, splits a 4,096-token pair into the scheduler's token budget; it changes
+when a long pair's tokens run, not how many, so the model leaves the throughput as is. The
+ModernBERT (WildChat) classifier is bidirectional: no cache, no change.
 """
 
 from __future__ import annotations
@@ -62,7 +72,31 @@ MODES = {  # name: (darling.overlap, darling.judge_during_generation, darling.pr
     "overlap": (True, False, False),
     "overlap+stream": (True, True, False),
     "overlap+prefix": (True, True, True),
+    "overlap+prefix+cache": (True, True, True),  # + the classifier's prefix cache (math)
 }
+CACHE_MODES = {"overlap+prefix+cache"}
+# The math classifier's shape (Qwen3-4B as Qwen3ForSequenceClassification, random weights,
+# bf16, Hugging Face transformers 5.17 on one H100 80GB HBM3, torch 2.11): a group of 8
+# responses of 2,040 tokens, 28 pairs of 4,083 tokens (docs/results/prefix_gpu_run2.txt,
+# `python darling_nemo/bench/prefix_gpu.py`). Full: each pair's whole input, 4 per pass.
+# Cached: `CLS a SEP` once per first response, the suffixes in one pass against it, causal
+# attention aligned bottom-right (flash-eligible, as vLLM's kernels treat a cached prefix).
+MEASURED_FULL_PAIRS_PER_S = 11.05
+MEASURED_CACHED_PAIRS_PER_S = 14.49
+MEASURED_PAIR_TOKENS = 4_083
+MEASURED_TOKENS_PER_S = MEASURED_FULL_PAIRS_PER_S * MEASURED_PAIR_TOKENS  # 45,100 per GPU
+CACHED_PAIR_COST = MEASURED_FULL_PAIRS_PER_S / MEASURED_CACHED_PAIRS_PER_S  # 0.76
+
+
+def prefill_tokens(n: int, response_tokens: int, cached: bool) -> int:
+    """Prefill tokens of one group's n(n-1)/2 pairs `CLS a SEP b SEP`; cached: `CLS a SEP`
+    once per first response (n - 1 of them), then each pair's `b SEP` alone."""
+    pairs = n * (n - 1) // 2
+    if not cached:
+        return pairs * (2 * response_tokens + 3)
+    return (n - 1) * (response_tokens + 2) + pairs * (response_tokens + 1)
+
+
 # Math text: 0.37 whitespace words per token, measured on OlympiadBench's 846 human
 # solutions (MIT; 168,096 words) with GPT-2's byte-level BPE and a Qwen-style pre-tokenizer
 # (each digit a token): 454,067 tokens (0.38 with GPT-2's own pre-tokenizer). Qwen3's
@@ -81,11 +115,15 @@ class Scale:
     notes: list[str]  # where each number comes from
     # tokens until the judge's words are settled / the cap (min 1: at the end)
     settle_fraction: float = 1.0
+    cached_pair_cost: float = 1.0  # a pair's judge time with the prefix cache / without
 
-    def model(self, real_s_per_simulated_s: float) -> dict[str, object]:
+    def model(self, real_s_per_simulated_s: float, cached: bool = False) -> dict[str, object]:
+        phases = dict(self.phases)
+        if cached and "judge_pair" in phases:
+            phases["judge_pair"] *= self.cached_pair_cost
         return {
             "real_s_per_simulated_s": real_s_per_simulated_s,
-            "phases": self.phases,
+            "phases": phases,
             "capped_fraction": self.capped_fraction,
             "settle_fraction": self.settle_fraction,
         }
@@ -108,12 +146,14 @@ def paper_scales(classifier_gpus: int = 8) -> list[Scale]:
     """The math and WildChat scales, the classifier on `classifier_gpus` H100s."""
     gpus = classifier_gpus
     math_tokens = 256 * 8 * (4_096 + 200)  # mean response: half the 8,192 cap (assumed)
-    math_judge_tps = tokens_per_s_per_gpu(
+    assumed_tps = tokens_per_s_per_gpu(
         forward_flops_per_token(KNOWN_MODELS["dogtooth/qwen3-4b-emb-finetuned-step-70-hf"], 4_096),
         H100_BF16_DENSE_FLOPS,
         0.40,
     )
+    math_judge_tps = MEASURED_TOKENS_PER_S
     math_judge = judge_seconds_per_step(7_168, 4_096, math_judge_tps, gpus, 0.0, 0)
+    full, cached = prefill_tokens(8, 2_040, False), prefill_tokens(8, 2_040, True)
     math_settle = settle_fraction(MATH_WORDS, MATH_WORDS_PER_TOKEN, 8_192)
     math = Scale(
         f"math: Qwen3-4B, 256 x 8, 8,192 tokens, 64 GPUs; Qwen3-4B classifier, {gpus} GPUs",
@@ -137,9 +177,15 @@ def paper_scales(classifier_gpus: int = 8) -> list[Scale]:
             f"token: settled at {math_settle:.0%} of the cap (overlap+prefix)",
             f"policy forward {TRAIN_MFU:.0%} MFU on 64 H100s; training = 3 x forward",
             f"judge: 7,168 pairs x 4,096 tokens / ({math_judge_tps:,.0f} tok/s/GPU x {gpus}) "
-            f"= {math_judge:.1f} s, + {JUDGE_LATENCY_S} s per call",
+            f"= {math_judge:.1f} s, + {JUDGE_LATENCY_S} s per call (tok/s measured on an H100, "
+            f"bench.prefix_gpu; the FLOP estimate at 40% MFU was {assumed_tps:,.0f})",
+            f"prefix cache (+cache): prefill tokens per group {full:,} -> {cached:,} "
+            f"({1 - cached / full:.1%} fewer); measured pair time x {CACHED_PAIR_COST:.3f} "
+            f"({MEASURED_FULL_PAIRS_PER_S} -> {MEASURED_CACHED_PAIRS_PER_S} pairs/s per H100): "
+            f"judge {math_judge * CACHED_PAIR_COST:.1f} s",
         ],
         math_settle,
+        CACHED_PAIR_COST,
     )
     chat_tokens = 64 * 8 * (300 + 700)  # prompt ~300, response ~700 of the 1,024 cap (assumed)
     chat_judge_tps = 200_000  # ModernBERT-base: FLOPs allow ~760k at 30% MFU; vLLM small-batch
@@ -200,6 +246,7 @@ def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
         "darling/pairs_judged",
         "darling/pairs_judged_during_generation",
         "darling/pairs_judged_on_settled_words",
+        "darling/judge_cached_tokens",  # the stand-in's prefix cache (served judge)
     }
     return {
         k.removeprefix("timing/train/"): v[2]
@@ -242,15 +289,20 @@ def run_bench(
         start_ray(r, stack, cfg["cluster"]["gpus_per_node"] * cfg["cluster"]["num_nodes"])
         for scale, key in zip(scales, keys, strict=True):
             factor = REAL_S_PER_SIMULATED_S[key]
-            model.write_text(json.dumps(scale.model(factor)))
             for mode in modes:
+                model.write_text(json.dumps(scale.model(factor, mode in CACHE_MODES)))
                 started = time.monotonic()
                 measured = _run(r, shrunk, key, mode)
                 simulated = {
                     k: v if k.startswith("darling/") else v / factor for k, v in measured.items()
                 }
                 rows.append((scale.name, mode, simulated))
-                print(f"  {key} {mode}: {time.monotonic() - started:.0f} s real", flush=True)
+                reused = simulated.get("darling/judge_cached_tokens", 0.0)
+                print(
+                    f"  {key} {mode}: {time.monotonic() - started:.0f} s real, the stand-in "
+                    f"reused {reused:.0f} prompt tokens",
+                    flush=True,
+                )
     return rows
 
 

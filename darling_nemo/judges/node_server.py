@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.judges import JudgeError
+from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.schema import (
     DarlingConfig,
     EmbeddingJudgeConfig,
@@ -96,6 +97,7 @@ def server_command(launch: NodeServerConfig) -> tuple[dict[str, str], list[str]]
     ]
     if launch.max_model_len is not None:
         argv += ["--max-model-len", str(launch.max_model_len)]
+    argv += caching_args(launch.model, launch.extra_args)  # prefix caching: causal models
     argv += launch.extra_args
     env = {"CUDA_VISIBLE_DEVICES": str(launch.gpu)} if launch.needs_gpu else {}
     return env, argv

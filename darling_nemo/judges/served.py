@@ -11,6 +11,16 @@ so a slow or dead server never holds a fixed share of the work. Request boundari
 change a decision: a pair gets the same P(similar) whichever request carries it, up to float
 rounding (servers batch whatever is in flight, so padding differs from run to run anyway).
 
+Prefix affinity (on for a causal classifier's template, `prefix_affinity`): a pair's input
+is `CLS a SEP b SEP`, and a causal classifier served with prefix caching (vLLM's automatic
+prefix caching, LAST pooling) reuses the key/value blocks of `CLS a SEP` for every pair that
+starts with the same `a`, but only on the server that computed them, and only once they are
+computed (vLLM caches a block when its prefill is done; pairs prefilled in the same step all
+miss). So the pairs sharing a first response go together: the first of them is sent alone,
+to the least-loaded endpoint, and the others, once its reply is back (its blocks cached),
+to that same endpoint, packed as usual. If that endpoint fails they go to any other (a
+cache miss, never a wrong answer). Pair order within a request is unchanged (a before b).
+
 Start-up: `probe_served_judge` checks every endpoint in seconds (reachable, healthy, serving
 the configured model, answering /classify) and names each bad one, so a typo in a URL or a
 model name fails before a training job's long set-up rather than at its first step.
@@ -50,6 +60,7 @@ import aiohttp
 from darling_nemo.core import PairJudge
 from darling_nemo.judges import JudgeError
 from darling_nemo.judges.templates import PairFormatter
+from darling_nemo.plan import resolve_architecture
 from darling_nemo.schema import PAIR_TEMPLATES, ServedJudgeConfig
 
 log = logging.getLogger(__name__)
@@ -123,6 +134,22 @@ def parse_reply(body: str, expected: int) -> list[float]:
         raise _EndpointFailure(f"malformed reply ({err}): {body[:200]!r}") from None
 
 
+def cached_tokens(body: str) -> int:
+    """`usage.prompt_tokens_details.cached_tokens` of a reply (0 when the server says none)."""
+    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+        details = json.loads(body)["usage"]["prompt_tokens_details"] or {}
+        return int(details.get("cached_tokens") or 0)
+    return 0
+
+
+def by_first_response(firsts: Sequence[str]) -> list[list[int]]:
+    """Pair indices grouped by their first response, groups and members in call order."""
+    groups: dict[str, list[int]] = {}
+    for k, first in enumerate(firsts):
+        groups.setdefault(first, []).append(k)
+    return list(groups.values())
+
+
 def pack_requests(
     tokens: Sequence[int], tokens_per_request: int, pairs_per_request: int
 ) -> list[tuple[int, int]]:
@@ -159,12 +186,18 @@ class ServedJudge:
             tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
         self.formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
         self.endpoints = [_Endpoint(e.url, e.model) for e in cfg.endpoints]
+        self.affinity = (
+            cfg.prefix_affinity
+            if cfg.prefix_affinity is not None
+            else not resolve_architecture(PAIR_TEMPLATES[cfg.template].reference_model, "").encoder
+        )
         self.stats = {
             "requests": 0,
             "failed_requests": 0,
             "pairs": 0,
             "tokens": 0,  # input tokens sent, as counted (or estimated) for packing
             "fallback_pairs": 0,
+            "cached_tokens": 0,  # prompt tokens the servers reused (their usage replies)
         }
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -186,13 +219,14 @@ class ServedJudge:
         if not pairs:
             return []
         texts, tokens = self.formatter.texts_and_tokens(pairs)
-        future = asyncio.run_coroutine_threadsafe(self._classify(texts, tokens), self._loop)
-        probs, failed, last_error = future.result()
+        firsts = [a for a, _ in pairs] if self.affinity else None
+        call = self._classify(texts, tokens, firsts)
+        probs, failed, last_error = asyncio.run_coroutine_threadsafe(call, self._loop).result()
         self.stats["pairs"] += len(pairs)
         self.stats["tokens"] += sum(tokens)
         if not failed:
             return probs
-        lost = sum(stop - start for start, stop in failed)
+        lost = sum(len(indices) for indices in failed)
         summary = self._failure_summary(len(failed), last_error)
         if self.cfg.fallback is None:
             raise ServedJudgeError(summary)
@@ -204,8 +238,10 @@ class ServedJudge:
             self.cfg.fallback.kind,
         )
         self.stats["fallback_pairs"] += lost
-        for start, stop in failed:
-            probs[start:stop] = self._fallback_decisions(pairs[start:stop])
+        for indices in failed:
+            decisions = self._fallback_decisions([pairs[k] for k in indices])
+            for k, p in zip(indices, decisions, strict=True):
+                probs[k] = p
         return probs
 
     def close(self) -> None:
@@ -245,48 +281,98 @@ class ServedJudge:
     # -- event loop side ---------------------------------------------------------------------
 
     async def _classify(
-        self, texts: list[str], tokens: list[int]
-    ) -> tuple[list[float], list[tuple[int, int]], str | None]:
-        """P(similar) per text; failed [start, stop) ranges; the last error seen."""
+        self, texts: list[str], tokens: list[int], firsts: list[str] | None
+    ) -> tuple[list[float], list[list[int]], str | None]:
+        """P(similar) per text; the pair indices of failed requests; the last error seen.
+
+        firsts: each pair's first response (prefix affinity), or None (packed in order)."""
         if not self._net:
             # no connector cap: max_concurrency per endpoint is the only bound
             self._net["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
             self._net["slot_freed"] = asyncio.Condition()
         deadline = self._loop.time() + self.cfg.deadline_s
-        spans = pack_requests(tokens, self.cfg.tokens_per_request, self.cfg.pairs_per_request)
-        tasks = [asyncio.create_task(self._request(texts[a:b], deadline)) for a, b in spans]
+        if firsts is None:
+            spans = pack_requests(tokens, self.cfg.tokens_per_request, self.cfg.pairs_per_request)
+            work = [[list(range(a, b))] for a, b in spans]
+        else:
+            work = [[members] for members in by_first_response(firsts)]
+        tasks = [
+            asyncio.create_task(self._send_group(texts, tokens, one[0], deadline)) for one in work
+        ]
         if self.cfg.fallback is None:  # the first definitive failure fails the call: stop
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in tasks:
                 task.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         probs: list[float] = [0.0] * len(texts)
-        failed: list[tuple[int, int]] = []
+        failed: list[list[int]] = []
         last_error = None
-        for (start, stop), result in zip(spans, results, strict=True):
-            if isinstance(result, _BadRequest):
-                raise ServedJudgeError(
-                    f"served judge: the server rejected a request: {result}. Over-long inputs: "
-                    "set judge.truncation=tokens with judge.tokenizer, or a smaller max_length"
-                )
-            if isinstance(result, asyncio.CancelledError):
-                failed.append((start, stop))
-            elif isinstance(result, BaseException):
-                failed.append((start, stop))
-                last_error = str(result)
-            else:
-                probs[start:stop] = result
+        for (members,), result in zip(work, results, strict=True):
+            outcomes = result if isinstance(result, list) else [(members, result)]
+            for indices, outcome in outcomes:
+                if isinstance(outcome, _BadRequest):
+                    raise ServedJudgeError(
+                        f"served judge: the server rejected a request: {outcome}. Over-long "
+                        "inputs: set judge.truncation=tokens with judge.tokenizer, or a smaller "
+                        "max_length"
+                    )
+                if isinstance(outcome, BaseException):
+                    failed.append(indices)
+                    if not isinstance(outcome, asyncio.CancelledError):
+                        last_error = str(outcome)
+                else:
+                    for k, p in zip(indices, outcome, strict=True):
+                        probs[k] = p
         return probs, failed, last_error
 
-    async def _request(self, texts: list[str], deadline: float) -> list[float]:
-        """One request, retried on other endpoints until it succeeds or gives up."""
+    async def _send_group(
+        self, texts: list[str], tokens: list[int], members: list[int], deadline: float
+    ) -> list[tuple[list[int], Any]]:
+        """One packed request (no affinity), or the pairs sharing a first response: the
+        first alone, then the rest on the endpoint that answered it. Each request's indices
+        with its probabilities or its exception; without a fallback the first exception is
+        raised (the call fails)."""
+        outcomes: list[tuple[list[int], Any]] = []
+        chosen: dict[str, _Endpoint] = {}
+        lead, rest = (members[:1], members[1:]) if self.affinity else (members, [])
+        try:
+            first = await self._request([texts[k] for k in lead], deadline, chosen)
+            outcomes.append((lead, first))
+        except (_EndpointFailure, _BadRequest) as err:
+            if self.cfg.fallback is None:
+                raise
+            outcomes.append((lead, err))
+        if not rest:
+            return outcomes
+        sizes = [tokens[k] for k in rest]
+        spans = pack_requests(sizes, self.cfg.tokens_per_request, self.cfg.pairs_per_request)
+        batches = [rest[a:b] for a, b in spans]
+        prefer = chosen.get("endpoint")
+        requests = [self._request([texts[k] for k in one], deadline, prefer) for one in batches]
+        results = await asyncio.gather(*requests, return_exceptions=self.cfg.fallback is not None)
+        outcomes += list(zip(batches, results, strict=True))
+        return outcomes
+
+    async def _request(
+        self,
+        texts: list[str],
+        deadline: float,
+        prefer: _Endpoint | dict[str, _Endpoint] | None = None,
+    ) -> list[float]:
+        """One request, retried on other endpoints until it succeeds or gives up.
+
+        prefer: the endpoint to try first while it is in rotation (the one holding a first
+        response's cached prefix), or a dict that receives the endpoint that answered."""
         for attempt in range(1, self.cfg.max_attempts + 1):
-            endpoint = await self._acquire(deadline)
+            pinned = prefer if isinstance(prefer, _Endpoint) and attempt == 1 else None
+            endpoint = await self._acquire(deadline, pinned)
             try:
                 remaining = deadline - self._loop.time()
                 timeout = min(self.cfg.request_timeout_s, remaining)
                 probs = await self._post(endpoint, texts, timeout)
                 endpoint.last_error = None
+                if isinstance(prefer, dict):
+                    prefer["endpoint"] = endpoint
                 return probs
             except _EndpointFailure as err:
                 self.stats["failed_requests"] += 1
@@ -313,14 +399,17 @@ class ServedJudge:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _acquire(self, deadline: float) -> _Endpoint:
-        """Reserve a slot on the least-loaded endpoint in rotation (waits for a free slot)."""
+    async def _acquire(self, deadline: float, pinned: _Endpoint | None = None) -> _Endpoint:
+        """Reserve a slot on the least-loaded endpoint in rotation (waits for a free slot);
+        on `pinned` alone while it is in rotation (its cache holds the request's prefix)."""
         slot_freed: asyncio.Condition = self._net["slot_freed"]
         while True:
             now = self._loop.time()
             if now >= deadline:
                 raise _EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
             rotation = [e for e in self.endpoints if e.resting_until <= now]
+            if pinned is not None and pinned in rotation:
+                rotation = [pinned]
             if not rotation:
                 first_back = min(self.endpoints, key=lambda e: e.resting_until)
                 if self.cfg.fallback is not None:  # the fallback answers now, not after rests
@@ -359,7 +448,9 @@ class ServedJudge:
             raise _BadRequest(f"{endpoint.url}: HTTP 400: {body[:300]}")
         if status != 200:
             raise _EndpointFailure(f"HTTP {status}: {body[:200]}")
-        return parse_reply(body, len(texts))
+        probs = parse_reply(body, len(texts))
+        self.stats["cached_tokens"] += cached_tokens(body)
+        return probs
 
 
 # ---------------------------------------------------------------------------------------------

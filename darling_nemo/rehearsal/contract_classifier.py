@@ -12,7 +12,10 @@ local folder's own, or one built from the package's architecture table): vLLM re
 architecture to the class it would load and the contract refuses what it cannot classify
 with a trained head (a bare `Qwen3Model` resolves only to vLLM's Transformers fallback with a
 new, untrained score layer), a head without 2 labels (the judge reads P(similar) as
-`probs[-1]` of label 1), and a server whose `max_model_len` is below the template's budget.
+`probs[-1]` of label 1), a server whose `max_model_len` is below the template's budget, and
+a causal classifier served without prefix caching (vLLM 0.10.0 turns it on for a classify
+server only with LAST pooling: `judges.serve_flags`); a bidirectional one (ModernBERT) has
+no prefix to reuse, and its verdict says caching is off.
 
 Replaced, besides what contract_vllm replaces (the GPU, `vllm._C`): flash-attention's
 Triton rotary kernel, which vLLM's model modules import and only a forward pass uses, and
@@ -43,6 +46,7 @@ CODE = [
     PACKAGE / "rehearsal" / "contract_vllm.py",
     PACKAGE / "judges" / "served.py",
     PACKAGE / "classify_server.py",
+    PACKAGE / "judges" / "serve_flags.py",
 ]
 LABELS = 2  # label 1 = similar; the served judge reads probs[-1]
 PROBE_PROBS = [0.25, 0.75]
@@ -128,6 +132,7 @@ def job(cfg: dict[str, Any]) -> dict[str, Any] | str:
         "hf_config": classifier_hf_config(model, model_key),
         "judge_max_length": judge.max_length or PAIR_TEMPLATES[judge.template].max_length,
         "template": judge.template,
+        "causal": not resolve_architecture(model, model_key).encoder,
     }
 
 
@@ -281,6 +286,9 @@ def _check_one(one: dict[str, Any], workdir: Path) -> str:
             f"{one['template']} template's budget of {one['judge_max_length']} tokens "
             "(darling.judge.max_length): long pairs would get HTTP 400"
         )
+    caching = prefix_caching(one, config, args_key)
+    if caching.startswith("FAIL"):
+        return caching
     served = args.served_model_name[0] if args.served_model_name else args.model
     protocol = check_protocol(served)
     if protocol:
@@ -290,8 +298,31 @@ def _check_one(one: dict[str, Any], workdir: Path) -> str:
         f"PASS ({one['model']} as {one['where']} serve it: {architecture} ({how}), "
         f"{labels} labels, task classify on the {engine} engine, max_model_len {model_config.max_model_len} >= "
         f"the judge's {one['judge_max_length']}, dtype "
-        f"{str(model_config.dtype).removeprefix('torch.')}; /classify request and reply match "
-        "vLLM 0.10.0's protocol)"
+        f"{str(model_config.dtype).removeprefix('torch.')}, {caching}; /classify request and "
+        "reply match vLLM 0.10.0's protocol)"
+    )
+
+
+def prefix_caching(one: dict[str, Any], config: Any, args_key: str) -> str:
+    """What the engine config does with prefix caching: a verdict part, or 'FAIL key: why'
+    for a causal classifier left without it (every pair recomputes `CLS a SEP`)."""
+    caching = bool(config.cache_config.enable_prefix_caching)
+    chunked = bool(config.scheduler_config.chunked_prefill_enabled)
+    pooler = config.model_config.pooler_config
+    pooling = getattr(pooler, "pooling_type", None)
+    if not one["causal"]:
+        state = "on" if caching else "off"
+        return f"prefix caching {state} (a bidirectional encoder: no prefix to reuse)"
+    if not caching:
+        return (
+            f"FAIL {one['extra_key'] or args_key}: vLLM 0.10.0 serves this causal classifier "
+            f"without prefix caching (enable_prefix_caching=False, pooling_type={pooling}): "
+            "pairs sharing a first response recompute its `CLS a SEP`; serve it with "
+            '--override-pooler-config \'{"pooling_type":"LAST"}\' and without '
+            "--no-enable-prefix-caching"
+        )
+    return (
+        f"prefix caching on, chunked prefill {'on' if chunked else 'off'} (pooling_type {pooling})"
     )
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from darling_nemo.config import load_config, save_config
 from darling_nemo.judges.registry import judge_kind
+from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.nemo_rl.judging_plan import judging_plan
 from darling_nemo.rehearsal.contract import contract_phase
 from darling_nemo.rehearsal.phases import (
@@ -40,6 +41,7 @@ from darling_nemo.rehearsal.phases import (
     Expect,
     RehearsalFailure,
     logged_scalars,
+    newest_run_scalars,
     verify_run,
 )
 from darling_nemo.rehearsal.shrink import lookup, shrink_overrides, shrunk_cluster
@@ -261,6 +263,12 @@ def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: in
                 "127.0.0.1",
                 "--port",
                 str(port),
+                # as darling-serve-classifiers serves it: LAST pooling turns the prefix
+                # cache on for a causal classifier (the math configs' Qwen3 stand-in); the
+                # shrunk judge reads ~8 tokens of a response, so blocks of 4, not vLLM's 16
+                *caching_args(str(r.workdir / "classifier"), []),
+                "--block-size",
+                "4",
                 *drill,
             ],
             r.env,
@@ -269,6 +277,17 @@ def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: in
     )
     health = f"http://127.0.0.1:{port}/health"
     _wait_until(lambda: _http_ok(health), 120, "classifier server", server)
+
+
+def judge_cache_line(log_root: Path) -> str:
+    """'; judge prefix cache: N tokens reused' from the run's judge counters (the classify
+    server's usage replies), or '' when the judge keeps none (it is not served)."""
+    scalars = newest_run_scalars(log_root, "judge cache")
+    if "darling/judge_cached_tokens" not in scalars:
+        return ""
+    reused = scalars["darling/judge_cached_tokens"]
+    total = sum(reused.values())  # per-step counters (usage_since)
+    return f"; judge prefix cache: {total:.0f} prompt tokens reused"
 
 
 def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
@@ -376,7 +395,8 @@ def rehearse(
                 )
                 logs, ckpts = workdir / "logs", workdir / "checkpoints"
                 verify_run(text, shrunk, phase, logs, ckpts, expect, plan)
-                print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s)", flush=True)
+                cache = judge_cache_line(logs)
+                print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s{cache})", flush=True)
     except RehearsalFailure as failure:
         print(f"rehearsal: FAIL at {failure.phase}: {failure.error}", flush=True)
         return 1

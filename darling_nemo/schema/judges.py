@@ -276,6 +276,10 @@ class ServedJudgeConfig(_DerivedThreshold):
     # NeMo-RL runs probe every endpoint before setup(): a wrong URL fails in seconds.
     probe_timeout_s: float = Field(10.0, gt=0)
     fallback: FallbackJudgeConfig | None = None  # None: fail loudly when the servers fail
+    # Pairs sharing a first response go to one server, the first of them before the rest, so
+    # a prefix-caching server reuses `CLS a SEP` (judges/served.py). None: on when the
+    # template's reference classifier is causal (qwen3_math), off for an encoder (modernbert).
+    prefix_affinity: bool | None = None
     # The one-node configs: the recipe starts and stops the server itself (NodeServerConfig);
     # `endpoints` is then that server's and is not set by hand.
     launch: NodeServerConfig | None = None

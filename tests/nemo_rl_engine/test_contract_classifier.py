@@ -81,6 +81,20 @@ def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
             f"FAIL {LAUNCH}.max_model_len=1024: the server's max_model_len 1024 is below the "
             "modernbert template's budget of 2048 tokens",
         ),
+        (  # a causal classifier whose pooler turns vLLM 0.10.0's prefix caching off
+            MATH_1NODE,
+            [f"""{LAUNCH}.extra_args=[--override-pooler-config, '{{"pooling_type":"MEAN"}}']"""],
+            f"""FAIL {LAUNCH}.extra_args=['--override-pooler-config', '{{"pooling_type":"MEAN"}}']: """
+            "vLLM 0.10.0 serves this causal classifier without prefix caching "
+            "(enable_prefix_caching=False, pooling_type=MEAN)",
+        ),
+        (
+            MATH_1NODE,
+            [f"{LAUNCH}.extra_args=[--no-enable-prefix-caching]"],
+            f"FAIL {LAUNCH}.extra_args=['--no-enable-prefix-caching']: vLLM 0.10.0 serves this "
+            "causal classifier without prefix caching (enable_prefix_caching=False, "
+            "pooling_type=LAST)",
+        ),
         (
             CHAT_1NODE,
             [f"{LAUNCH}.extra_args=[--dtype, fp8]"],
@@ -97,9 +111,11 @@ def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
         if name.startswith("wildchat"):  # ModernBERT runs on vLLM 0.10.0's V0 engine
             assert "ModernBertForSequenceClassification (vLLM's own)" in verdict, verdict
             assert "V0 engine" in verdict and "max_model_len 8192 >= the judge's 2048" in verdict
+            assert "prefix caching off (a bidirectional encoder" in verdict, verdict
         else:  # the Qwen3 math classifier through vLLM's adapter of Qwen3ForCausalLM
             assert "Qwen3ForCausalLM + vLLM's classify adapter" in verdict, verdict
             assert "V1 engine" in verdict and "the judge's 4096" in verdict
+            assert "prefix caching on, chunked prefill on (pooling_type LAST)" in verdict
 
 
 @pytest.mark.skipif(FOUND is None, reason=WHY)
