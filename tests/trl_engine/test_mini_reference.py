@@ -78,7 +78,7 @@ def reduced_run(out: Path) -> dict:
     }
 
 
-@pytest.mark.slow  # about 30 s on 2 idle cores: the README command at a reduced size
+@pytest.mark.slow  # 52-82 s measured on 2 cores at load average 10: the README command, reduced
 def test_the_reduced_miniature_repeats_its_reference_bit_for_bit(tmp_path):
     # Skipped only where the CPU cannot run portable's kernels: on an AVX2 CPU, a run that
     # used other kernels (portable changed) must fail, not skip.
