@@ -6,12 +6,20 @@ another trajectory. So the same config gives other per-seed numbers (and other m
 5 seeds) wherever the floats differ:
 
 - CPU kernels. torch picks SIMD kernels for the CPU it finds (AVX-512, AVX2, NEON, ...) and
-  MKL picks its own code path; each rounds differently. `cpu_kernels: portable` pins
-  ATen's AVX2 kernels and MKL's COMPATIBLE branch (the one MKL documents as reproducible
-  on Intel and AMD alike), so every x86-64 CPU with AVX2 runs the same code. It must be set
-  before torch computes anything (both are chosen once, at first use).
+  MKL picks its own code path; each rounds differently. The miniature's arithmetic is ATen's
+  own kernels plus MKL's SGEMM: MKL_VERBOSE lists no other MKL call, ONEDNN_VERBOSE no oneDNN
+  primitive, and capping glibc's libm variants (GLIBC_TUNABLES) changes no bit.
+  `cpu_kernels: portable` pins ATen's AVX2 kernels, MKL's COMPATIBLE branch (SSE2 without
+  the rcpps/rsqrtps approximations, which differ between Intel and AMD: the branch MKL
+  documents as reproducible on both) and caps oneDNN at AVX2 (unused today; a torch that
+  routes an op there gets the same cap), so every x86-64 CPU with AVX2 runs the same code.
+  Shown on one Intel Xeon (AVX-512): the reduced miniature is bit-identical under every
+  MKL, oneDNN and libm instruction-set cap (docs/miniature.md). It must be set before torch
+  computes anything (all are chosen once, at first use).
 - Thread count: `torch_threads` (fixed; MKL reproduces only at a fixed thread count).
-- Library versions (torch, transformers, trl, ...): recorded by `run_conditions`.
+- Library versions (torch, transformers, trl, ...): held for `uv run` by pyproject's
+  constraint-dependencies, recorded by `run_conditions`, checked by
+  tests/trl_engine/test_mini_reference.py.
 """
 
 from __future__ import annotations
@@ -24,8 +32,22 @@ from typing import Any, Literal
 
 from darling_nemo.schema import ConfigError
 
-PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
-LIBRARIES = ("torch", "transformers", "trl", "accelerate", "numpy")
+PORTABLE_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+}
+# The packages pyproject's constraint-dependencies hold (what the numbers may depend on).
+LIBRARIES = (
+    "torch",
+    "transformers",
+    "trl",
+    "accelerate",
+    "numpy",
+    "tokenizers",
+    "safetensors",
+    "datasets",
+)
 
 
 def pin_cpu_kernels(kind: Literal["portable", "native"]) -> list[str]:
@@ -76,5 +98,6 @@ def run_conditions() -> dict[str, Any]:
         "logical_cores": os.cpu_count(),
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl_cbwr": os.environ.get("MKL_CBWR", "unset"),
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "unset"),
         "torch_threads": torch.get_num_threads(),
     }
