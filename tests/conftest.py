@@ -5,6 +5,7 @@ from __future__ import annotations
 import runpy
 import string
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import REPO
@@ -86,3 +87,16 @@ def char_tokenizer_dir(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("char_tokenizer")
     tok.save_pretrained(path)
     return str(path)
+
+
+# The fast tier (`uv run --group dev pytest -m fast`, docs/tests.md): the pure core's and the
+# repository's own tests, less any marked slow; under 3 minutes on 2 cores.
+FAST_TIER = ("core/", "test_repository.py", "test_import_layers.py")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = Path(item.fspath).resolve().relative_to(TESTS).as_posix()
+        if where.startswith(FAST_TIER) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)

@@ -229,3 +229,9 @@ def verdicts_of_every_config(
     for path, verdict in zip(configs, verdicts, strict=False):
         print(f"{path.name}: {verdict}")
     return [(path.name, verdict) for path, verdict in zip(configs, verdicts, strict=False)]
+
+
+# The config the smoke test trains through the rehearsal's world (tests/nemo_rl_engine/
+# test_smoke.py): one node, validates, resumes, cheapest; and with it CI's rehearsal path of
+# a recipe that starts its own classifier server (test_rehearsal.py's table).
+SMOKE_CONFIG = "conf/math_qwen3_1p7b_1node_darling.yaml"

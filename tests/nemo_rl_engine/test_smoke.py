@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run_python
+from helpers import REPO, SMOKE_CONFIG, run_python
 
 from darling_nemo.config import load_config
 from darling_nemo.plan.estimate import STANDARD_GPUS, make_plan
@@ -179,7 +179,7 @@ def test_a_smoke_without_nemo_rl_says_how_to_run_it(tmp_path):
 # The smoke through the rehearsal's stand-ins (NeMo-RL v0.4.0 importable)
 # ---------------------------------------------------------------------------------------------
 
-CONFIG = "conf/math_qwen3_1p7b_1node_darling.yaml"  # one node, validates, resumes: cheapest
+CONFIG = SMOKE_CONFIG  # one node, validates, resumes: cheapest
 
 
 def standin_report(path: Path, scale: float) -> Path:
@@ -240,6 +240,12 @@ def test_smoke_passes_with_the_standins(passed_smoke):
         assert any(
             line.startswith(f"phase {phase}") and "PASS" in line for line in out.splitlines()
         )
+    # CI's rehearsal path of a recipe that starts its own classifier server (test_rehearsal.py):
+    # each run's recipe started the stand-in server and stopped it
+    for run in ("run1.log", "run2.log"):
+        log = (base / "smoke" / run).read_text()
+        assert "classifier server: " in log and "darling_nemo.classify_server" in log, run
+        assert "classifier server: stopped" in log, run
     # what it changed is printed, as the rehearsal prints its shrink
     assert "smoke grpo.max_num_steps:" in out and "-> 2 (run 1), 3 (run 2)" in out
     assert re.search(r"smoke checkpointing.checkpoint_dir: .* -> '.*/smoke/checkpoints'", out)
