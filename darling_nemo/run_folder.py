@@ -148,12 +148,17 @@ def mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB"
 
 
-def disk_full_message(folder: Path, what: str, needed: int | None, last: str | None) -> str:
-    """The one line a command ends with when `what` did not fit into `folder`."""
+def last_complete(name: str | None) -> str:
+    """What a full disk leaves of a run's checkpoints, in words."""
+    return f"the last complete one is {name}" if name else "no complete one was saved yet"
+
+
+def disk_full_message(folder: Path, what: str, needed: int | None, kept: str) -> str:
+    """The one line a command ends with when `what` did not fit into `folder`; `kept` says
+    what is whole (`last_complete`)."""
     free = shutil.disk_usage(folder).free if folder.exists() else None
     need = f"needs about {mib(needed)}" if needed else "needs more space"
     have = f", {mib(free)} free" if free is not None else ""
-    kept = f"the last complete one is {last}" if last else "no complete one was saved yet"
     return (
         f"disk full: {what} did not fit in {folder} ({need}{have}); {kept}; free some space "
         "and run the same command again to resume"

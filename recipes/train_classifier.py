@@ -56,6 +56,7 @@ from darling_nemo.config import (  # noqa: E402
 from darling_nemo.judges.cross_encoder import resolve_device  # noqa: E402
 from darling_nemo.judges.embedding import shipped_minilm_path  # noqa: E402
 from darling_nemo.resume import write_json  # noqa: E402
+from darling_nemo.run_folder import acquire  # noqa: E402
 from darling_nemo.schema import ClassifierTrainConfig  # noqa: E402
 
 
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     # 2. Output folder: finish a checkpoint swap a kill interrupted; refuse changed settings.
     out_dir = in_repo(cfg.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    acquire(out_dir)  # one run per folder, until the command ends (exits_on_config_error)
     last = out_dir / "checkpoint-last"
     recover_checkpoint(last)
     state = resume_state(last, cfg)  # None: a fresh run
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     step = 0
     if state is not None:
         step = restore(optimizer, schedule, state)
-        print(f"resumed from {last} at step {step}")
+        print(f"resuming from {last.name} (step {step} of {plan.total_steps})", flush=True)
 
     # 6. Train, checkpointing into checkpoint-last.
     step, minutes = train(

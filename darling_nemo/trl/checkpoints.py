@@ -17,7 +17,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.run_folder import DiskFull, disk_full, disk_full_message, folder_size
+from darling_nemo.run_folder import (
+    DiskFull,
+    disk_full,
+    disk_full_message,
+    folder_size,
+    last_complete,
+)
 
 STAGING = ".saving"  # where a checkpoint is written before it gets its name
 STATE_FILE = "trainer_state.json"  # written last by the Trainer: a complete checkpoint has it
@@ -98,7 +104,9 @@ def all_or_nothing(trainer_class: type) -> type:
                 last = last_checkpoint(real)
                 needed = folder_size(last) if last else None
                 raise DiskFull(
-                    disk_full_message(real, name, needed, last.name if last else None)
+                    disk_full_message(
+                        real, name, needed, last_complete(last.name if last else None)
+                    )
                 ) from None
             finally:
                 self._staging = False

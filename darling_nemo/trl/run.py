@@ -32,7 +32,13 @@ from darling_nemo.config import (
     save_config,
 )
 from darling_nemo.resume import changed_settings, write_json
-from darling_nemo.run_folder import DiskFull, disk_full, disk_full_message, run_lock
+from darling_nemo.run_folder import (
+    DiskFull,
+    disk_full,
+    disk_full_message,
+    last_complete,
+    run_lock,
+)
 from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
@@ -370,7 +376,9 @@ def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
             last = last_checkpoint(output_dir)
             what = "a write of the run" if last is None else "a write after " + last.name
             raise DiskFull(
-                disk_full_message(output_dir, what, None, last.name if last else None)
+                disk_full_message(
+                    output_dir, what, None, last_complete(last.name if last else None)
+                )
             ) from None
 
 

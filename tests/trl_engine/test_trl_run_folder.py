@@ -13,12 +13,11 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from helpers import REPO
+from helpers import REPO, mount_tmpfs, unmount
 from test_trl_engine_e2e import chat_config
 
 from darling_nemo.run_folder import RunLocked
@@ -40,18 +39,15 @@ def small_disk(tmp_path):
     """A 3 MiB tmpfs: room for the tiny policy's first checkpoint (1.6 MiB) and its initial
     weights, not for a second checkpoint. Yields (mount point, resize(size))."""
     mount = tmp_path / "disk"
-    mount.mkdir()
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True
-    )
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    why_not = mount_tmpfs(mount, "3m")
+    if why_not:
+        pytest.skip(f"cannot mount a tmpfs here: {why_not}")
 
     def resize(size: str) -> None:
         subprocess.run(["mount", "-o", f"remount,size={size}", str(mount)], check=True)
 
     yield mount, resize
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    unmount(mount)
 
 
 def recipe_main(name: str):
@@ -155,4 +151,3 @@ def test_a_second_run_into_a_held_folder_is_refused_naming_the_first(tmp_path):
     # A crashed holder's lock file is left behind; the kernel released its lock: reused.
     assert (out / ".darling-run.lock").read_text().startswith('{"pid": ' + str(first.pid))
     assert run(chat_config(tmp_path, out, steps=1))["global_step"] == 1
-
