@@ -237,6 +237,19 @@ RESUME_MAY_CHANGE = (
 )
 
 
+# Keys added after runs were saved without them, with the value that gives those runs'
+# behaviour (the prompt budget: no row of a saved run was refused or cut, since none was).
+ADDED_KEYS = {"task": {"max_prompt_tokens": 2048, "long_prompts": "refuse"}}
+
+
+def with_keys_added_since(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config with ADDED_KEYS filled in where its section takes them (math, chat)."""
+    task = saved.get("task")
+    if isinstance(task, dict) and task.get("kind") in ("math", "chat"):
+        saved = {**saved, "task": {**ADDED_KEYS["task"], **task}}
+    return saved
+
+
 def check_resume_config(run_cfg: TrlRunConfig) -> None:
     """Refuse an output_dir that holds a run made with settings that change its results.
 
@@ -257,7 +270,7 @@ def check_resume_config(run_cfg: TrlRunConfig) -> None:
     saved_path = output_dir / "config.yaml"
     if not saved_path.is_file():
         return
-    saved = yaml.safe_load(saved_path.read_text()) or {}
+    saved = with_keys_added_since(yaml.safe_load(saved_path.read_text()) or {})
     new = run_cfg.model_dump(mode="json")
     may_change = list(RESUME_MAY_CHANGE)
     constant_lr = run_cfg.trainer.lr_scheduler == "constant"
