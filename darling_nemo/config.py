@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 from pydantic import BaseModel
 
 from darling_nemo import run_folder
+from darling_nemo.interrupt import started
 from darling_nemo.schema import (
     ConfigError,
     CrossEncoderJudgeConfig,
@@ -304,6 +305,7 @@ def exits_on_config_error(
     def decorate(main: Callable[P, int | None]) -> Callable[P, int]:
         @functools.wraps(main)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> int:
+            started()  # Ctrl-C from here on: KeyboardInterrupt, reported below
             try:
                 return main(*args, **kwargs) or 0
             except caught as err:

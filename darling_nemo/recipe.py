@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from darling_nemo.config import (
+    NOTHING_TO_RESUME,
     check_judge_models,
     check_model_path,
     check_output_dir,
@@ -28,6 +29,7 @@ from darling_nemo.config import (
     report_interrupt,
     save_config,
 )
+from darling_nemo.interrupt import started
 from darling_nemo.run_folder import DiskFull, RunLocked
 from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
 
@@ -174,7 +176,18 @@ def check_nemo_rl_paths(cfg: dict, darling: DarlingConfig) -> None:
 def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> int:
     """The recipe as a command: exit code 0 done, 1 the job failed, 2 bad input (one line
     naming the key, file or path), 130 Ctrl-C (docs/errors.md)."""
+    started()  # Ctrl-C from here on: KeyboardInterrupt, one line (below)
     args = parser_for(task, description).parse_args(argv)
+    prog = Path(task.recipe).stem
+    try:
+        return run_parsed(task, args)
+    except KeyboardInterrupt:  # outside the engines' own handling (they say what is kept)
+        kept = NOTHING_TO_RESUME if args.rehearse or args.smoke else "nothing was trained yet"
+        return report_interrupt(prog, kept)
+
+
+def run_parsed(task: Task, args: argparse.Namespace) -> int:
+    """`run_recipe` once the command line is parsed."""
     prog = Path(task.recipe).stem
 
     # 1. Config: the whole file and every override checked before anything starts.

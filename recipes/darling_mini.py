@@ -17,6 +17,10 @@ pick a new output_dir. (Logging, threads and checkpoint frequency may change.)
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "darling_mini")
+
 import argparse
 import json
 import shutil

@@ -14,6 +14,10 @@ pairwise.jsonl and summary.json. Rerun to resume; items that failed are judged a
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "eval_creative")
+
 import sys
 
 from darling_nemo.config import RESUMES, exits_on_config_error, parse_config
