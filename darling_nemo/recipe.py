@@ -220,9 +220,10 @@ def run_parsed(task: Task, args: argparse.Namespace) -> int:
 
 def trl_instead(task: Task, config_path: str) -> str:
     """What a TRL config offers in place of --rehearse / --smoke."""
+    also = "" if Path(config_path) == Path(task.cpu_config) else f" ({task.cpu_config} is one)"
     return (
         f"a TRL config runs as it is, on this machine: uv run {task.recipe} --config "
-        f"{config_path} trainer.max_steps=2 is its smoke run ({task.cpu_config} is one already)"
+        f"{config_path} trainer.max_steps=2 is its smoke run{also}"
     )
 
 

@@ -42,6 +42,7 @@ from darling_nemo.run_folder import (
 from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
+    MathTaskConfig,
     PretrainedPolicyConfig,
     RewardModelQualityConfig,
     TrlRunConfig,
@@ -239,7 +240,12 @@ RESUME_MAY_CHANGE = (
 
 # Keys added after runs were saved without them, with the value that gives those runs'
 # behaviour (the prompt budget: no row of a saved run was refused or cut, since none was).
-ADDED_KEYS = {"task": {"max_prompt_tokens": 2048, "long_prompts": "refuse"}}
+ADDED_KEYS = {
+    "task": {
+        key: MathTaskConfig.model_fields[key].default
+        for key in ("max_prompt_tokens", "long_prompts")
+    }
+}
 
 
 def with_keys_added_since(saved: dict[str, Any]) -> dict[str, Any]:
