@@ -579,3 +579,24 @@ def test_a_prompt_over_the_budget_is_cut_with_one_warning_when_asked(tmp_path, c
     assert len(cut.split()) == 100
     assert cut.startswith("Add these. seven") and cut.endswith("within \\boxed{}.")
     assert rows[0]["prompt"].startswith("What is 1 + 1?")  # within the budget: as it was
+
+
+def test_a_run_saved_before_the_prompt_budget_resumes_as_before(tmp_path):
+    import yaml
+
+    from darling_nemo.schema import ConfigError
+    from darling_nemo.trl.run import check_resume_config, validate_trl_config
+
+    raw = {
+        "engine": "trl",
+        "output_dir": str(tmp_path),
+        "task": {"kind": "chat", "data_path": "p.jsonl"},
+    }
+    saved = validate_trl_config(raw).model_dump(mode="json")
+    for key in ("max_prompt_tokens", "long_prompts"):  # what an earlier version saved
+        del saved["task"][key]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+    check_resume_config(validate_trl_config(raw))  # the defaults are that run's behaviour
+    cut = {**raw, "task": {**raw["task"], "long_prompts": "truncate"}}
+    with pytest.raises(ConfigError, match=r"task\.long_prompts: 'refuse' -> 'truncate'"):
+        check_resume_config(validate_trl_config(cut))
