@@ -24,8 +24,8 @@ def quiet_start(module_name: str, prog: str) -> None:
     """In a recipe run as a script (`module_name == "__main__"`): until `started`, Ctrl-C
     prints `prog: interrupted (Ctrl-C) while starting; nothing was done` and exits 130.
     Imported (by a test, another module) it does nothing."""
-    if module_name != "__main__":
-        return
+    if module_name != "__main__" or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return  # imported, or started with Ctrl-C ignored (a background job): left as it is
 
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         sys.stderr.write(f"\n{prog}: interrupted (Ctrl-C) while starting; nothing was done\n")
