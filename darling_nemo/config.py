@@ -32,6 +32,8 @@ import yaml
 from omegaconf import OmegaConf
 from pydantic import BaseModel
 
+from darling_nemo import run_folder
+from darling_nemo.interrupt import started
 from darling_nemo.schema import (
     ConfigError,
     DarlingConfig,
@@ -299,16 +301,30 @@ def exits_on_config_error(
     def decorate(main: Callable[P, int | None]) -> Callable[P, int]:
         @functools.wraps(main)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> int:
+            started()  # Ctrl-C from here on: KeyboardInterrupt, reported below
             try:
                 return main(*args, **kwargs) or 0
             except caught as err:
                 return report_error(prog, err)
             except KeyboardInterrupt:
                 return report_interrupt(prog, on_interrupt)
+            except (OSError, RuntimeError) as err:
+                if not run_folder.disk_full(err):
+                    raise
+                return report_error(prog, disk_full_line(err, on_interrupt))
+            finally:  # the output folder's run lock (`parse_config(save=True)`)
+                run_folder.release_all()
 
         return wrapper
 
     return decorate
+
+
+def disk_full_line(err: BaseException, kept: str) -> str:
+    """A write that found no space, where the command does not know which checkpoint it
+    was: the file (when the error names one) and what is kept."""
+    where = f" writing {err.filename}" if getattr(err, "filename", None) else ""
+    return f"disk full{where} ({str(err).splitlines()[0]}): free some space; {kept}"
 
 
 # Inputs only the machine at hand can check (folders and files a command reads or writes): each
@@ -451,7 +467,8 @@ def parse_config(
 ) -> Model:
     """A recipe's command line (`config_parser`: `--config FILE` and `KEY=VALUE` overrides)
     validated against `schema`; with `save`, the resolved config is written to
-    `<output_dir>/config.yaml` beside the run's outputs. Errors are ConfigErrors (see
+    `<output_dir>/config.yaml` beside the run's outputs, and the folder's run lock
+    (`run_folder`) is held until the command ends: a second run into it stops, exit 2. Errors are ConfigErrors (see
     `exits_on_config_error`).
 
         cfg = parse_config(__doc__, argv, MathEvalConfig, save=True)
@@ -460,8 +477,13 @@ def parse_config(
     cfg, raw = load_validated(args.config, args.overrides, schema)
     if save:
         check_output_dir(cfg.output_dir)  # type: ignore[attr-defined]
+        if Path(cfg.output_dir).is_dir():  # type: ignore[attr-defined]
+            # One run per folder, held until the command ends (`exits_on_config_error`); a
+            # new folder is locked once it is made, below, so a refused start leaves none.
+            run_folder.acquire(cfg.output_dir)  # type: ignore[attr-defined]
     if resolve is not None:  # what only exists at run time (a model folder, a run's export)
         cfg = resolve(cfg)
     if save:  # only once every input is checked: a failed start leaves the folder as it was
+        run_folder.acquire(cfg.output_dir)  # type: ignore[attr-defined]
         save_config(raw, Path(cfg.output_dir) / "config.yaml")
     return cfg

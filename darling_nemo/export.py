@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from darling_nemo.resume import write_text_atomically
+from darling_nemo.run_folder import DiskFull, disk_full, disk_full_message, folder_size
 from darling_nemo.schema import ConfigError
 
 HF_DIR = "hf"
@@ -252,9 +254,7 @@ def verify_hf(hf_dir: Path) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=2) + "\n")
 
 
 def cached_export(ckpt: Checkpoint) -> Path | None:
@@ -283,9 +283,22 @@ def export_checkpoint(
     # A folder without the marker is an export that died half-way: ours to redo.
     for stale in (partial, ckpt.hf_dir):
         shutil.rmtree(stale, ignore_errors=True)
-    converter(ckpt.model_name, weights, partial, tokenizer, policy.get("hf_overrides") or {})
-    checked = verify_hf(partial)
-    _write_atomic(partial / MARKER, {**ckpt.source(), "weights": str(weights), **checked})
+    try:
+        converter(ckpt.model_name, weights, partial, tokenizer, policy.get("hf_overrides") or {})
+        checked = verify_hf(partial)
+        _write_atomic(partial / MARKER, {**ckpt.source(), "weights": str(weights), **checked})
+    except Exception as err:
+        if not disk_full(err):
+            raise
+        shutil.rmtree(partial, ignore_errors=True)  # half an export is worth nothing: free it
+        raise DiskFull(
+            disk_full_message(
+                ckpt.step_dir,
+                f"the Hugging Face export {HF_DIR}",
+                folder_size(weights),  # bf16 weights either way: about the checkpoint's size
+                "the checkpoint itself is untouched",
+            )
+        ) from None
     os.replace(partial, ckpt.hf_dir)
     return ckpt.hf_dir
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from darling_nemo.config import (
+    NOTHING_TO_RESUME,
     check_model_path,
     check_output_dir,
     load_config,
@@ -27,7 +28,9 @@ from darling_nemo.config import (
     report_interrupt,
     save_config,
 )
+from darling_nemo.interrupt import started
 from darling_nemo.judges.registry import check_judge_models
+from darling_nemo.run_folder import DiskFull, RunLocked
 from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -173,7 +176,18 @@ def check_nemo_rl_paths(cfg: dict, darling: DarlingConfig) -> None:
 def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> int:
     """The recipe as a command: exit code 0 done, 1 the job failed, 2 bad input (one line
     naming the key, file or path), 130 Ctrl-C (docs/errors.md)."""
+    started()  # Ctrl-C from here on: KeyboardInterrupt, one line (below)
     args = parser_for(task, description).parse_args(argv)
+    prog = Path(task.recipe).stem
+    try:
+        return run_parsed(task, args)
+    except KeyboardInterrupt:  # outside the engines' own handling (they say what is kept)
+        kept = NOTHING_TO_RESUME if args.rehearse or args.smoke else "nothing was trained yet"
+        return report_interrupt(prog, kept)
+
+
+def run_parsed(task: Task, args: argparse.Namespace) -> int:
+    """`run_recipe` once the command line is parsed."""
     prog = Path(task.recipe).stem
 
     # 1. Config: the whole file and every override checked before anything starts.
@@ -191,51 +205,88 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
     if (args.smoke_dir is not None or args.memory_report is not None) and not args.smoke:
         return report_error(prog, "--smoke-dir and --memory-report go with --smoke")
 
-    # 2. Rehearsal: NeMo-RL's real loop on CPU (darling_nemo/rehearsal).
-    if args.rehearse:
-        if cfg["engine"] != "nemo_rl":
-            return report_error(prog, f"{config_path}: --rehearse is for engine: nemo_rl configs")
-        from darling_nemo.rehearsal.run import rehearse
-
-        return rehearse(REPO / task.recipe, config_path, args.overrides, task.name)
-
-    # 2b. Smoke: the job on its own GPUs for 3 steps, checked like the rehearsal.
-    if args.smoke:
-        if cfg["engine"] != "nemo_rl":
-            return report_error(prog, f"{config_path}: --smoke is for engine: nemo_rl configs")
-        from darling_nemo.smoke.run import smoke
-
-        smoke_dir = Path(args.smoke_dir or f"smoke/{Path(config_path).stem}")
-        memory = Path(args.memory_report) if args.memory_report else None
-        return smoke(REPO / task.recipe, config_path, args.overrides, task.name, smoke_dir, memory)
+    # 2. Rehearsal (NeMo-RL's real loop on CPU) or smoke (the job on its own GPUs, 3 steps).
+    if args.rehearse or args.smoke:
+        return rehearse_or_smoke(task, args, cfg, config_path)
     print(yaml.safe_dump(cfg, sort_keys=False), flush=True)
     if args.dry_run:
         return 0
 
-    # 3. Single machine: the TRL engine.
+    # 3. Single machine: the TRL engine; else 4. NeMo-RL.
     if isinstance(checked, TrlRunConfig):
-        from darling_nemo.trl import run
+        return run_trl(prog, checked, config_path)
+    return run_nemo_rl(task, cfg, checked, config_path)
 
-        try:
-            print(run(checked))
-        except ConfigError as err:  # what only the run can see (a data file, a model path)
-            return report_error(prog, f"{config_path}: {err}")
-        except KeyboardInterrupt:
-            return report_interrupt(
+
+def trl_instead(task: Task, config_path: str) -> str:
+    """What a TRL config offers in place of --rehearse / --smoke."""
+    also = "" if Path(config_path) == Path(task.cpu_config) else f" ({task.cpu_config} is one)"
+    return (
+        f"a TRL config runs as it is, on this machine: uv run {task.recipe} --config "
+        f"{config_path} trainer.max_steps=2 is its smoke run{also}"
+    )
+
+
+def rehearse_or_smoke(task: Task, args: argparse.Namespace, cfg: dict, config_path: str) -> int:
+    """--rehearse or --smoke: both for NeMo-RL configs; the rehearsal runs in an environment
+    that has NeMo-RL (the plain project environment has not: said in one line, exit 2)."""
+    prog = Path(task.recipe).stem
+    flag = "--rehearse" if args.rehearse else "--smoke"
+    if cfg["engine"] != "nemo_rl":
+        return report_error(
+            prog,
+            f"{config_path}: {flag} is for engine: nemo_rl configs; {trl_instead(task, config_path)}",
+        )
+    if args.rehearse:
+        if importlib.util.find_spec("nemo_rl") is None:
+            return report_error(
                 prog,
-                f"the checkpoints saved so far are in {checked.output_dir}; "
-                "the same command resumes from the newest",
+                "--rehearse runs NeMo-RL's own loop, and NeMo-RL is not installed in this "
+                f"environment ({sys.executable}): run .nemo-rl-cpu/bin/python {task.recipe} "
+                f"--config {config_path} --rehearse (the environment is made once by "
+                "containers/nemo_rl_cpu_env.sh; docs/rehearsal.md)",
             )
-        return 0
+        from darling_nemo.rehearsal.run import rehearse
 
-    # 4. NeMo-RL (where it is not installed: how to run it), then this machine's paths, the
-    #    one-node configs' own classifier server (darling.judge.launch: started here, stopped
-    #    when the run ends however it ends) and a served judge's probe; nothing is written
-    #    before.
+        return rehearse(REPO / task.recipe, config_path, args.overrides, task.name)
+    from darling_nemo.smoke.run import smoke
+
+    smoke_dir = Path(args.smoke_dir or f"smoke/{Path(config_path).stem}")
+    memory = Path(args.memory_report) if args.memory_report else None
+    return smoke(REPO / task.recipe, config_path, args.overrides, task.name, smoke_dir, memory)
+
+
+def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
+    """The TRL engine on this machine; a full disk or a folder another run holds is one line
+    and exit 2, Ctrl-C one line and exit 130."""
+    from darling_nemo.trl import run
+
+    try:
+        print(run(checked))
+    except (DiskFull, RunLocked) as err:  # they name their folder themselves
+        return report_error(prog, err)
+    except ConfigError as err:  # what only the run can see (a data file, a model path)
+        return report_error(prog, f"{config_path}: {err}")
+    except KeyboardInterrupt:
+        return report_interrupt(
+            prog,
+            f"the checkpoints saved so far are in {checked.output_dir}; "
+            "the same command resumes from the newest",
+        )
+    return 0
+
+
+def run_nemo_rl(task: Task, cfg: dict, checked: DarlingConfig, config_path: str) -> int:
+    """NeMo-RL (where it is not installed: how to run it), then this machine's paths, the
+    one-node configs' own classifier server (darling.judge.launch: started here, stopped
+    when the run ends however it ends) and a served judge's probe; nothing is written
+    before. Then the prompts, the task's quality environment and NeMo-RL's setup() +
+    grpo_train() with the DARLING reward after every rollout."""
     from darling_nemo.judges import JudgeError
     from darling_nemo.judges.node_server import NodeServerError, start_node_judge
     from darling_nemo.nemo_rl import adapter as nemo
 
+    prog = Path(task.recipe).stem
     with ExitStack() as services:
         try:
             nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
@@ -251,11 +302,7 @@ def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> i
         except KeyboardInterrupt:
             return report_interrupt(prog, "nothing was trained yet")
         save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
-
-        # 5. Prompts + the task's quality environment (math-verify, or the reward model).
         data = nemo.setup_data(tokenizer, cfg, task.name)
-
-        # 6. NeMo-RL setup() + grpo_train(), DARLING reward after every rollout.
         try:
             nemo.train(cfg, tokenizer, data, checked)
         except nemo.DriverFailed as failed:

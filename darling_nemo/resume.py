@@ -65,7 +65,11 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+    except BaseException:  # a full disk or a kill: no half temporary file is left either
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
 
 

@@ -16,6 +16,10 @@ training config and step, the table; pass_at_k_*.png, quality_vs_diversity.png).
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "compare_runs")
+
 import sys
 
 from darling_nemo.config import command_parser, exits_on_config_error

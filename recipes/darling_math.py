@@ -12,6 +12,10 @@ Quality is NeMo-RL's MathEnvironment (math-verify: 1 correct, 0 otherwise); the 
 darling_nemo/recipe.py's, shared with recipes/darling_wildchat.py.
 """
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "darling_math")
+
 import sys
 
 from darling_nemo.recipe import Task, run_recipe

@@ -17,8 +17,13 @@ pick a new output_dir. (Logging, threads and checkpoint frequency may change.)
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "darling_mini")
+
 import argparse
 import json
+import shutil
 import sys
 import time
 import warnings
@@ -41,6 +46,7 @@ from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
 from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.resume import changed_settings, write_json
+from darling_nemo.run_folder import run_lock
 from darling_nemo.schema import ConfigError, MiniConfig, validate_section
 from darling_nemo.trl.policy import tiny_policy, word_tokenizer
 from darling_nemo.trl.run import check_resume_config, run
@@ -87,7 +93,14 @@ def main(argv: list[str] | None = None) -> dict:
                 check_resume_config(cfg.arm_run(seed, name))
     except ConfigError as err:
         raise ConfigError(f"{args.config}: {err}") from None
-    out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out):  # one run per folder: a second one stops here, exit 2
+        return train_and_report(cfg, raw, out, split, max_positions, started)
+
+
+def train_and_report(
+    cfg: MiniConfig, raw: dict, out: Path, split: dict, max_positions: int, started: float
+) -> dict:
+    """Steps 3-5 of `main`, holding the output folder's run lock."""
     save_config(raw, out / "config.yaml")
     wall = WallTime(out, started)  # this invocation's seconds add to what earlier ones spent
 
@@ -131,9 +144,16 @@ def warm_start_settings(cfg: MiniConfig, seed: int, max_positions: int) -> dict:
 def make_warm_start(
     cfg: MiniConfig, seed: int, targets: list[int], max_positions: int, warm_dir: Path
 ) -> None:
-    """Trains one seed's tiny policy from scratch and saves it (and its settings) to warm_dir."""
-    warm_dir.mkdir(parents=True, exist_ok=True)
-    write_json(warm_dir / WARM_START_SETTINGS, warm_start_settings(cfg, seed, max_positions))
+    """Trains one seed's tiny policy from scratch and saves it (and its settings) to warm_dir:
+    written as warm_dir.partial and renamed when whole, so a kill or a full disk never
+    leaves a warm start that a rerun would take for finished."""
+    partial = warm_dir.with_name(warm_dir.name + ".partial")
+    for unfinished in (partial, warm_dir):  # warm_dir without its model: an earlier version's
+        if unfinished.exists():
+            print(f"skipping incomplete {unfinished} (a warm start that did not finish): removed")
+            shutil.rmtree(unfinished)
+    partial.mkdir(parents=True)
+    write_json(partial / WARM_START_SETTINGS, warm_start_settings(cfg, seed, max_positions))
     task = digit_sum_task(cfg.task)
     tokenizer = word_tokenizer(task.vocabulary())
     torch.manual_seed(seed)
@@ -151,8 +171,9 @@ def make_warm_start(
         progress=cfg.logging.progress_bar,
     )
     print(f"seed {seed}: warm start {len(losses)} steps, last loss {losses[-1]:.3f}")
-    tokenizer.save_pretrained(warm_dir)
-    model.save_pretrained(warm_dir)
+    tokenizer.save_pretrained(partial)
+    model.save_pretrained(partial)
+    partial.rename(warm_dir)
 
 
 def write_report(

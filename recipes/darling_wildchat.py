@@ -11,6 +11,10 @@ Quality is NeMo-RL's RewardModelEnvironment (a Bradley-Terry reward model on its
 env.reward_model); the steps are darling_nemo/recipe.py's, shared with darling_math.py.
 """
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "darling_wildchat")
+
 import sys
 
 from darling_nemo.recipe import Task, run_recipe

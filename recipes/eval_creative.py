@@ -14,19 +14,33 @@ pairwise.jsonl and summary.json. Rerun to resume; items that failed are judged a
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "eval_creative")
+
 import sys
 
 from darling_nemo.config import RESUMES, exits_on_config_error, parse_config
 from darling_nemo.evals.creative import run_creative
 from darling_nemo.evals.plots import markdown_table
+from darling_nemo.evals.records import load_prompts
 from darling_nemo.evals.run_source import resolve_run
 from darling_nemo.evals.schema import CreativeEvalConfig
 
 
+def prompts_checked(cfg: CreativeEvalConfig) -> CreativeEvalConfig:
+    """`resolve_run`, and the prompts file read (a missing file or bad row: a ConfigError
+    naming it) before anything is written."""
+    cfg = resolve_run(cfg)
+    load_prompts(cfg.prompts, cfg.prompt_key, cfg.id_key, cfg.max_prompts)
+    return cfg
+
+
 @exits_on_config_error("eval_creative", on_interrupt=RESUMES)
 def main(argv: list[str] | None = None) -> int:
-    # 1. Config, validated and saved as output_dir/config.yaml.
-    cfg = parse_config(__doc__, argv, CreativeEvalConfig, save=True, resolve=resolve_run)
+    # 1. Config and prompts checked, then saved as output_dir/config.yaml (a refused start
+    #    writes nothing).
+    cfg = parse_config(__doc__, argv, CreativeEvalConfig, save=True, resolve=prompts_checked)
 
     # 2. Generate, judge with the rubric, compare pairwise if asked (each step resumes).
     summary = run_creative(cfg)

@@ -11,6 +11,10 @@ shard.count=N in N processes (slurm/eval_math.sub does), then once without shard
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "eval_math")
+
 import sys
 
 from darling_nemo.config import RESUMES, exits_on_config_error, parse_config

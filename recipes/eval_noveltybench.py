@@ -13,6 +13,10 @@ default) scores as the public leaderboard does, `mode=darling` as the DARLING pa
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "eval_noveltybench")
+
 import sys
 
 from darling_nemo.config import RESUMES, exits_on_config_error, parse_config

@@ -8,6 +8,10 @@ axis, one line per run), quality_vs_diversity.png (NoveltyBench) and report.md.
 
 from __future__ import annotations
 
+from darling_nemo.interrupt import quiet_start
+
+quiet_start(__name__, "plot_runs")
+
 import sys
 
 from darling_nemo.config import command_parser, exits_on_config_error

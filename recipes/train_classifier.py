@@ -27,36 +27,40 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from a checkout
+from darling_nemo.interrupt import quiet_start
 
-from darling_nemo.classifier_training.checkpoint import (  # noqa: E402
+quiet_start(__name__, "train_classifier")  # before the heavy imports below
+
+import torch
+
+from darling_nemo.classifier_training.checkpoint import (
     recover_checkpoint,
     restore,
     resume_state,
     save_atomically,
 )
-from darling_nemo.classifier_training.data import load_split, write_split  # noqa: E402
-from darling_nemo.classifier_training.loop import StepPlan, make_optimizer, train  # noqa: E402
-from darling_nemo.classifier_training.modes import build_mode  # noqa: E402
-from darling_nemo.classifier_training.report import (  # noqa: E402
+from darling_nemo.classifier_training.data import load_split, write_split
+from darling_nemo.classifier_training.loop import StepPlan, make_optimizer, train
+from darling_nemo.classifier_training.modes import build_mode
+from darling_nemo.classifier_training.report import (
     embedding_baseline,
     split_metrics,
     write_card,
 )
-from darling_nemo.config import (  # noqa: E402
+from darling_nemo.config import (
     RESUMES,
     check_model_path,
     check_output_dir,
     exits_on_config_error,
     parse_config,
 )
-from darling_nemo.judges.cross_encoder import resolve_device  # noqa: E402
-from darling_nemo.judges.embedding import shipped_minilm_path  # noqa: E402
-from darling_nemo.resume import write_json  # noqa: E402
-from darling_nemo.schema import ClassifierTrainConfig  # noqa: E402
+from darling_nemo.judges.cross_encoder import resolve_device
+from darling_nemo.judges.embedding import shipped_minilm_path
+from darling_nemo.resume import write_json
+from darling_nemo.run_folder import acquire
+from darling_nemo.schema import ClassifierTrainConfig
 
 
 def in_repo(path: str) -> Path:
@@ -78,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     # 2. Output folder: finish a checkpoint swap a kill interrupted; refuse changed settings.
     out_dir = in_repo(cfg.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    acquire(out_dir)  # one run per folder, until the command ends (exits_on_config_error)
     last = out_dir / "checkpoint-last"
     recover_checkpoint(last)
     state = resume_state(last, cfg)  # None: a fresh run
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     step = 0
     if state is not None:
         step = restore(optimizer, schedule, state)
-        print(f"resumed from {last} at step {step}")
+        print(f"resuming from {last.name} (step {step} of {plan.total_steps})", flush=True)
 
     # 6. Train, checkpointing into checkpoint-last.
     step, minutes = train(

@@ -235,3 +235,20 @@ def verdicts_of_every_config(
 # test_smoke.py): one node, validates, resumes, cheapest; and with it CI's rehearsal path of
 # a recipe that starts its own classifier server (test_rehearsal.py's table).
 SMOKE_CONFIG = "conf/math_qwen3_1p7b_1node_darling.yaml"
+
+
+def mount_tmpfs(folder: Path, size: str) -> str | None:
+    """Mount a real tmpfs of `size` (e.g. "3m") on `folder`, for a test of a full disk;
+    returns why not where mounting is not allowed (not root, a container without the
+    capability), None when mounted. Unmount with `unmount(folder)`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    return None if made.returncode == 0 else (made.stderr.strip() or "mount failed")
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], check=False)

@@ -7,11 +7,13 @@ model loads, so the whole file takes seconds per case."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import RECIPE_ENV, REPO, run_python
@@ -145,6 +147,12 @@ NO_MODEL = "(a local checkpoint must exist; a hub model is named org/name)"
             (*PREP_MATH, "--out", "{d}/afile/math.jsonl"),
             "darling-prep-math: --out: {d}/afile/math.jsonl lies under {d}/afile",
         ),
+        (  # --smoke on a TRL config: what the TRL path offers instead
+            (*MATH_TRL, "--smoke", "output_dir={d}/run"),
+            "darling_math: conf/local/math_trl.yaml: --smoke is for engine: nemo_rl configs; a "
+            "TRL config runs as it is, on this machine: uv run recipes/darling_math.py --config "
+            "conf/local/math_trl.yaml trainer.max_steps=2 is its smoke run",
+        ),
         (  # data prep's counts: a whole number >= 1 (-3 kept all rows but the last 3)
             (*PREP_MATH, "--out", "{d}/math.jsonl", "--limit", "-3"),
             "darling-prep-math: error: argument --limit: expected a whole number >= 1, got -3",
@@ -170,6 +178,7 @@ NO_MODEL = "(a local checkpoint must exist; a hub model is named org/name)"
         "score-missing-model",
         "score-output-under-file",
         "prep-output-under-file",
+        "smoke-on-trl",
         "prep-bad-number",
     ],
 )
@@ -182,6 +191,28 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(bad_inputs, args, expec
     if "error: argument" not in expected:  # argparse's own: the usage, then its one line
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
     assert sorted(p.name for p in bad_inputs.iterdir()) == before  # no run folder, no config
+
+
+def test_rehearse_outside_the_nemo_rl_environment_says_what_to_run():
+    if importlib.util.find_spec("nemo_rl") is not None:
+        pytest.skip("NeMo-RL is importable here: the rehearsal would run")
+    rehearsals = {p.name for p in Path("/tmp").glob("darling-rehearsal-*")}
+    proc = run_python(
+        "recipes/darling_math.py",
+        "--config",
+        "conf/math_qwen3_4b_darling.yaml",
+        "--rehearse",
+        env=RECIPE_ENV,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "darling_math: --rehearse runs NeMo-RL's own loop, and NeMo-RL is not installed in this "
+        f"environment ({sys.executable}): run .nemo-rl-cpu/bin/python recipes/darling_math.py "
+        "--config conf/math_qwen3_4b_darling.yaml --rehearse (the environment is made once by "
+        "containers/nemo_rl_cpu_env.sh; docs/rehearsal.md)"
+    ]
+    assert {p.name for p in Path("/tmp").glob("darling-rehearsal-*")} <= rehearsals  # none left
 
 
 def test_a_corrected_rerun_is_not_refused_after_a_failed_data_check(bad_inputs):
@@ -211,7 +242,7 @@ def test_a_corrected_rerun_is_not_refused_after_a_failed_data_check(bad_inputs):
                 "seeds=[3]",
                 "warm_start.steps=100000",  # long enough to be interrupted in the middle
             ),
-            "seed-3/warm_start",
+            "seed-3/warm_start.partial",  # written there, renamed when whole
             "darling_mini: interrupted (Ctrl-C); finished warm starts and arms and each "
             "unfinished arm's newest checkpoint are saved in output_dir; the same command "
             "resumes from them",

@@ -23,8 +23,11 @@ LAYERS: list[set[str]] = [
         "jsonl",
         "resources",
         "resume",
+        "interrupt",  # a command's quiet Ctrl-C at start-up (standard library only)
     },
-    {"schema", "metrics", "judge_stream"},  # the configs and the core's pure companions
+    # the configs and the core's pure companions; run_folder: an output folder's lock and
+    # a full disk's one line (their errors are ConfigErrors)
+    {"schema", "metrics", "judge_stream", "run_folder"},
     {"config"},  # YAML loading and the one error path of every command
     {"plan"},  # the memory plan and the architecture table (read by judges' cost model)
     {"judges", "mini"},

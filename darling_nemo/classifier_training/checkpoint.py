@@ -11,6 +11,13 @@ from typing import Any
 import torch
 
 from darling_nemo.resume import changed_settings
+from darling_nemo.run_folder import (
+    DiskFull,
+    disk_full,
+    disk_full_message,
+    folder_size,
+    last_complete,
+)
 from darling_nemo.schema import ClassifierTrainConfig, ConfigError
 
 STATE_FILE = "training_state.pt"
@@ -30,13 +37,34 @@ def save_atomically(save_model: Callable[[str], None], state: dict, target: Path
     tmp = target.with_name(target.name + ".tmp")
     aside = target.with_name(target.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_model(str(tmp))
-    torch.save(state, tmp / STATE_FILE)
+    try:
+        save_model(str(tmp))
+        torch.save(state, tmp / STATE_FILE)
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)  # a half is worth nothing: free its space
+        if not disk_full(err):
+            raise
+        kept = f"{target.name} (step {saved_step(target)})" if target.exists() else None
+        raise DiskFull(
+            disk_full_message(
+                target.parent,
+                f"{target.name} at step {state['step']}",
+                folder_size(target) or None,
+                last_complete(kept),
+            )
+        ) from None
     if target.exists():
         shutil.rmtree(aside, ignore_errors=True)
         target.rename(aside)
     tmp.rename(target)
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def saved_step(target: Path) -> int | None:
+    """The step a complete checkpoint reached (None: none there)."""
+    if not (target / STATE_FILE).is_file():
+        return None
+    return torch.load(target / STATE_FILE, weights_only=False, map_location="cpu")["step"]
 
 
 def recover_checkpoint(target: Path) -> None:

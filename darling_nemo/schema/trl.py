@@ -75,6 +75,11 @@ class MathTaskConfig(Strict):
     max_prompts: int | None = Field(None, ge=1)
     heldout_prompts: int = Field(0, ge=0)  # the last N rows are kept for evaluation only
     prompt_template: str = "{question}\nPut your final answer within \\boxed{{}}."
+    # The policy's prompt budget in its tokens (a tiny policy's: words), and what happens to
+    # a longer prompt: refused at the data check naming its row, or cut to fit (the question
+    # is cut, the template kept) with one warning (trl/prompt_budget.py).
+    max_prompt_tokens: int = Field(2048, ge=1)
+    long_prompts: Literal["refuse", "truncate"] = "refuse"
 
 
 class RewardModelQualityConfig(Strict):
@@ -105,6 +110,8 @@ class ChatTaskConfig(Strict):
     data_path: str
     prompt_key: str = "prompt"
     max_prompts: int | None = Field(None, ge=1)
+    max_prompt_tokens: int = Field(2048, ge=1)  # as in MathTaskConfig
+    long_prompts: Literal["refuse", "truncate"] = "refuse"
     quality: ChatQualityConfig = Field(default_factory=LengthStandInQualityConfig)
 
 

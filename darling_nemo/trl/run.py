@@ -32,13 +32,27 @@ from darling_nemo.config import (
 )
 from darling_nemo.judges.registry import check_judge_models, judge_kind
 from darling_nemo.resume import changed_settings, write_json
+from darling_nemo.run_folder import (
+    DiskFull,
+    disk_full,
+    disk_full_message,
+    last_complete,
+    run_lock,
+)
 from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
+    MathTaskConfig,
     PretrainedPolicyConfig,
     RewardModelQualityConfig,
     TrlRunConfig,
     validate_section,
+)
+from darling_nemo.trl.checkpoints import (
+    all_or_nothing,
+    announce_resume,
+    checkpoint_step,
+    last_checkpoint,
 )
 from darling_nemo.trl.reward import DarlingReward, conversational
 from darling_nemo.trl.tasks import Task, build_task
@@ -167,21 +181,6 @@ def prompt_stream(rows: Sequence[dict[str, Any]], cfg: TrlRunConfig) -> list[dic
     return stream
 
 
-def checkpoint_step(path: Path) -> int:
-    """N of a `checkpoint-N` directory."""
-    return int(path.name.removeprefix("checkpoint-"))
-
-
-def last_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete `checkpoint-N` directory (it has a trainer state), or None."""
-    found = [
-        p
-        for p in output_dir.glob("checkpoint-*")
-        if p.name.removeprefix("checkpoint-").isdigit() and (p / "trainer_state.json").is_file()
-    ]
-    return max(found, key=checkpoint_step) if found else None
-
-
 def make_eval_callback(
     run_cfg: TrlRunConfig, task: Task, tokenizer: Any, history_path: Path
 ) -> Any:
@@ -239,6 +238,24 @@ RESUME_MAY_CHANGE = (
 )
 
 
+# Keys added after runs were saved without them, with the value that gives those runs'
+# behaviour (the prompt budget: no row of a saved run was refused or cut, since none was).
+ADDED_KEYS = {
+    "task": {
+        key: MathTaskConfig.model_fields[key].default
+        for key in ("max_prompt_tokens", "long_prompts")
+    }
+}
+
+
+def with_keys_added_since(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config with ADDED_KEYS filled in where its section takes them (math, chat)."""
+    task = saved.get("task")
+    if isinstance(task, dict) and task.get("kind") in ("math", "chat"):
+        saved = {**saved, "task": {**ADDED_KEYS["task"], **task}}
+    return saved
+
+
 def check_resume_config(run_cfg: TrlRunConfig) -> None:
     """Refuse an output_dir that holds a run made with settings that change its results.
 
@@ -259,7 +276,7 @@ def check_resume_config(run_cfg: TrlRunConfig) -> None:
     saved_path = output_dir / "config.yaml"
     if not saved_path.is_file():
         return
-    saved = yaml.safe_load(saved_path.read_text()) or {}
+    saved = with_keys_added_since(yaml.safe_load(saved_path.read_text()) or {})
     new = run_cfg.model_dump(mode="json")
     may_change = list(RESUME_MAY_CHANGE)
     constant_lr = run_cfg.trainer.lr_scheduler == "constant"
@@ -350,23 +367,54 @@ def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
     run_cfg = cfg if isinstance(cfg, TrlRunConfig) else validate_trl_config(cfg)
     check_wandb_installed(run_cfg)
     output_dir = Path(run_cfg.output_dir)
-    final_path = output_dir / "final_metrics.json"
     check_resume_config(run_cfg)
-    if run_cfg.resume and final_path.is_file():
-        final = json.loads(final_path.read_text())
-        if final.get("global_step") == run_cfg.trainer.max_steps:
-            return final
+    final = finished_run(run_cfg)
+    if final is not None:
+        return final
     check_output_dir(output_dir)
     check_model_paths(run_cfg)
     probe_judge(run_cfg)
     task = build_task(run_cfg)  # the data is checked before anything is written
-    output_dir.mkdir(parents=True, exist_ok=True)
-    save_config(run_cfg.model_dump(mode="json"), output_dir / "config.yaml")
-    note = zero_reward_note(run_cfg)
-    if note:
-        print(note, flush=True)
-    with wandb_run_environment(run_cfg, output_dir), upstream_deprecations_silenced():
-        return train(run_cfg, task, output_dir)
+    with run_lock(output_dir):  # one run per folder; a second one stops here, exit 2
+        check_resume_config(run_cfg)  # again: now no other run writes here
+        final = finished_run(run_cfg)
+        if final is not None:
+            return final
+        try:
+            save_config(run_cfg.model_dump(mode="json"), output_dir / "config.yaml")
+            note = zero_reward_note(run_cfg)
+            if note:
+                print(note, flush=True)
+            with wandb_run_environment(run_cfg, output_dir), upstream_deprecations_silenced():
+                return train(run_cfg, task, output_dir)
+        except DiskFull:
+            raise
+        except Exception as err:  # a write past the checkpoints (logs, final model, metrics)
+            if not disk_full(err):
+                raise
+            last = last_checkpoint(output_dir)
+            what = "a write of the run" if last is None else "a write after " + last.name
+            raise DiskFull(
+                disk_full_message(
+                    output_dir, what, None, last_complete(last.name if last else None)
+                )
+            ) from None
+
+
+def finished_run(run_cfg: TrlRunConfig) -> dict[str, Any] | None:
+    """A run already trained to max_steps: its saved final metrics, said in one line."""
+    final_path = Path(run_cfg.output_dir) / "final_metrics.json"
+    if not (run_cfg.resume and final_path.is_file()):
+        return None
+    final = json.loads(final_path.read_text())
+    if final.get("global_step") != run_cfg.trainer.max_steps:
+        return None
+    print(
+        f"{run_cfg.output_dir}: already complete ({final['global_step']} steps): nothing to do "
+        "(delete the folder or choose another to rerun)",
+        flush=True,
+    )
+    return final
 
 
 def probe_judge(run_cfg: TrlRunConfig) -> None:
@@ -420,10 +468,10 @@ def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]
     reward = DarlingReward(
         task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=task.judge
     )
-    resume_from = last_checkpoint(output_dir) if run_cfg.resume else None
+    resume_from = announce_resume(output_dir, run_cfg.trainer.max_steps) if run_cfg.resume else None
     resume_step = checkpoint_step(resume_from) if resume_from else 0
     truncate_history(history_path, resume_step if resume_from else -1)
-    trainer = GRPOTrainer(
+    trainer = all_or_nothing(GRPOTrainer)(
         model=model,
         reward_funcs=[reward],
         args=args,

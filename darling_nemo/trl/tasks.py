@@ -18,7 +18,7 @@ from typing import Any
 
 from darling_nemo import methods
 from darling_nemo.core import PairJudge
-from darling_nemo.jsonl import read_jsonl
+from darling_nemo.jsonl import read_jsonl_numbered
 from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
 from darling_nemo.schema import (
     ChatTaskConfig,
@@ -29,6 +29,7 @@ from darling_nemo.schema import (
     RewardModelQualityConfig,
     TrlRunConfig,
 )
+from darling_nemo.trl.prompt_budget import fit_prompts
 from darling_nemo.trl.reward import completion_text
 
 QualityFn = Callable[..., Sequence[float | None]]
@@ -141,13 +142,14 @@ def column(rows: Sequence[Mapping[str, Any]], key: str, path: str, config_key: s
     return values
 
 
-def task_rows(task: MathTaskConfig | ChatTaskConfig) -> list[dict[str, Any]]:
-    """The first `max_prompts` rows of task.data_path; a missing or malformed file is a
-    ConfigError naming the key and every bad line."""
+def task_rows(task: MathTaskConfig | ChatTaskConfig) -> tuple[list[dict[str, Any]], list[int]]:
+    """The first `max_prompts` rows of task.data_path and their line numbers; a missing or
+    malformed file is a ConfigError naming the key and every bad line."""
     try:
-        return read_jsonl(task.data_path)[: task.max_prompts]
+        numbered = read_jsonl_numbered(task.data_path)[: task.max_prompts]
     except (FileNotFoundError, ValueError) as err:
         raise ConfigError(f"task.data_path: {err}") from None
+    return [row for _, row in numbered], [line for line, _ in numbered]
 
 
 @dataclass
@@ -181,13 +183,16 @@ def build_task(cfg: TrlRunConfig) -> Task:
         return make_judge(cfg.darling.judge) if cfg.darling.calls_judge else None
 
     if isinstance(task, MathTaskConfig):
-        raw = task_rows(task)
+        raw, lines = task_rows(task)
         questions = column(raw, task.question_key, task.data_path, "task.question_key")
         answers = column(raw, task.answer_key, task.data_path, "task.answer_key")
-        rows = [
-            {"prompt": task.prompt_template.format(question=q), "answer": str(a)}
-            for q, a in zip(questions, answers, strict=True)
-        ]
+        prompts = fit_prompts(
+            cfg,
+            [str(q) for q in questions],
+            lambda q: task.prompt_template.format(question=q),
+            lines,
+        )
+        rows = [{"prompt": p, "answer": str(a)} for p, a in zip(prompts, answers, strict=True)]
         split = len(rows) - task.heldout_prompts
         if split < 1:
             raise ConfigError(
@@ -203,10 +208,11 @@ def build_task(cfg: TrlRunConfig) -> Task:
         return Task(rows[:split], rows[split:], math_verify_quality, judge(), words)
 
     assert isinstance(task, ChatTaskConfig)
-    raw = task_rows(task)
+    raw, lines = task_rows(task)
     if not raw:
         raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
-    rows = [{"prompt": p} for p in column(raw, task.prompt_key, task.data_path, "task.prompt_key")]
+    texts = column(raw, task.prompt_key, task.data_path, "task.prompt_key")
+    rows = [{"prompt": p} for p in fit_prompts(cfg, texts, lambda text: text, lines)]
     if isinstance(task.quality, LengthStandInQualityConfig):
         quality: QualityFn = length_stand_in_quality(task.quality.target_words)
     else:

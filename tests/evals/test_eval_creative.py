@@ -367,3 +367,76 @@ def test_an_evaluation_in_which_every_judgement_failed_is_a_failed_run(tiny_mode
     line = [x for x in proc.stderr.splitlines() if x.strip()][-1]
     assert line.startswith("eval_creative: all 2 pieces failed to be judged"), line
     assert "last error:" in line and "None" not in line.split("last error:")[1]
+
+
+# ----------------------------------------------------------------- the tiny config as shipped
+
+
+@pytest.fixture
+def stand_in_judge():
+    """darling_nemo.evals.stand_in_judge on a free port, serving from a thread."""
+    from darling_nemo.evals.stand_in_judge import serve
+
+    server = serve("127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def test_the_stand_in_judge_answers_in_the_rubric_and_pairwise_formats():
+    from darling_nemo.evals.creative import PAIRWISE_PROMPT, RUBRIC_PROMPT
+    from darling_nemo.evals.stand_in_judge import reply_to
+
+    rubric = RubricConfig()
+    prompt = RUBRIC_PROMPT.format(
+        score_max="20",
+        writing_prompt="a story",
+        response="Once upon a time.",
+        criteria="\n".join(rubric.criteria),
+        negative_criteria=", ".join(rubric.negative_criteria),
+    )
+    scores = parse_rubric(reply_to(prompt), rubric)
+    assert set(scores) == set(rubric.criteria)
+    assert parse_rubric(reply_to(prompt), rubric) == scores  # deterministic
+    pair = PAIRWISE_PROMPT.format(
+        writing_prompt="a story", piece_a="short", piece_b="much longer", criteria="Style\nPlot"
+    )
+    assert parse_verdicts(reply_to(pair), ["Style", "Plot"]) == (0, 6)
+
+
+def test_the_tiny_config_runs_as_its_header_says(tiny_models, tmp_path, stand_in_judge, run_here):
+    # conf/eval/creative_tiny.yaml's header: shipped prompts, the stand-in judge (here on a
+    # free port instead of 8001), only the model and the output folder given.
+    out = tmp_path / "creative"
+    printed = run_here(
+        "eval_creative.py",
+        "--config",
+        "conf/eval/creative_tiny.yaml",
+        f"generator.model={tiny_models[0]}",
+        f"output_dir={out}",
+        f"judge.base_url={stand_in_judge}",
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["judged"], summary["failed"], summary["items_total"]) == (4, 0, 4)
+    assert f"summary: {out}/summary.json" in printed
+
+
+def test_a_missing_prompts_file_is_one_line_exit_2_and_writes_nothing(tiny_models, tmp_path):
+    out = tmp_path / "new-folder"
+    proc = run_recipe(
+        "eval_creative.py",
+        "--config",
+        "conf/eval/creative_tiny.yaml",
+        f"generator.model={tiny_models[0]}",
+        f"output_dir={out}",
+        f"prompts={tmp_path / 'no-such.jsonl'}",
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"eval_creative: prompts file not found: {tmp_path / 'no-such.jsonl'}"
+    ]
+    assert not out.exists()  # no config.yaml, no folder

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import mount_tmpfs, unmount
 
 from darling_nemo.export import (
     MARKER,
@@ -140,6 +141,30 @@ def test_wrong_shapes_are_refused_and_not_marked(run_dir):
     with pytest.raises(ConfigError, match=r"wrong shape weights.*model\.norm\.weight"):
         export_run(run_dir, converter=truncating, available_bytes=10**15)
     assert not (run_dir / "checkpoints" / "step_10" / "hf").exists()
+
+
+def test_a_full_disk_leaves_no_half_export_and_says_so_in_one_line(run_dir, capsys, monkeypatch):
+    # A real full disk: a 64 KiB tmpfs where the export is written (step_10/hf.partial);
+    # the tiny model's weights (~0.5 MiB) do not fit.
+    partial = run_dir / "checkpoints" / "step_10" / "hf.partial"
+    why_not = mount_tmpfs(partial, "64k")
+    if why_not:
+        pytest.skip(f"cannot mount a tmpfs here: {why_not}")
+    import darling_nemo.nemo_rl.export as nemo_export
+
+    monkeypatch.setattr(nemo_export, "megatron_to_hf", save_converter())  # where main finds it
+    try:
+        code, _, err = _cli(capsys, str(run_dir))
+        lines = [line for line in err.splitlines() if line.startswith("export:")]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+        err = lines[0]
+        assert "disk full: the Hugging Face export hf did not fit in " in err
+        assert "step_10 (needs about 0." in err and "the checkpoint itself is untouched" in err
+        assert "run the same command again" in err
+        assert not list(partial.iterdir())  # the half export was removed, freeing the space
+        assert not (run_dir / "checkpoints" / "step_10" / "hf").exists()
+    finally:
+        unmount(partial)
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -131,7 +131,7 @@ def test_recipe_trains_resumes_and_saves_a_loadable_classifier(tmp_path, pair_fi
 
     second = run_recipe(*common, "max_steps=4")
     assert second.returncode == 0, second.stderr[-3000:]
-    assert f"resumed from {out / 'checkpoint-last'} at step 2" in second.stdout
+    assert "resuming from checkpoint-last (step 2 of 4)" in second.stdout
     # a training setting changed under a checkpoint is refused, naming the key
     changed = run_recipe(*common, "max_steps=4", "lr=0.001")
     assert changed.returncode == 2 and "lr: 0.0001 -> 0.001" in changed.stderr
@@ -156,6 +156,28 @@ def test_recipe_trains_resumes_and_saves_a_loadable_classifier(tmp_path, pair_fi
     probs = judge([("the cat sat", "a dog ran"), ("one two three", "three two one")])
     assert all(0 <= p <= 1 for p in probs)
     assert judge.classifier.id2label == {0: "different", 1: "similar"}
+
+
+def test_a_full_disk_is_one_line_exit_2_and_leaves_no_half_checkpoint(tmp_path, pair_file, capsys):
+    # A real full disk: output_dir on a 64 KiB tmpfs; the tiny classifier's checkpoint
+    # (weights, optimizer state) does not fit.
+    base = save_tiny_classifier(tmp_path / "base", "bert")
+    out = tmp_path / "small-disk"
+    why_not = helpers.mount_tmpfs(out, "64k")
+    if why_not:
+        pytest.skip(f"cannot mount a tmpfs here: {why_not}")
+    try:
+        capsys.readouterr()
+        code = load_recipe().main([*tiny_args(pair_file, base, out), "checkpoint_every_steps=2"])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.startswith("train_classifier:")]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+        assert f"disk full: checkpoint-last at step 2 did not fit in {out}" in lines[0]
+        assert "no complete one was saved yet" in lines[0]
+        assert "run the same command again to resume" in lines[0]
+        assert not (out / "checkpoint-last.tmp").exists()
+    finally:
+        helpers.unmount(out)
 
 
 def tiny_args(pair_file: Path, base: Path, out: Path) -> list[str]:

@@ -8,6 +8,8 @@ that in a real GRPOTrainer step.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
 
 import numpy as np
@@ -452,3 +454,91 @@ def test_a_missing_task_file_names_the_key(tmp_path):
     )
     with pytest.raises(ConfigError, match=rf"^task\.data_path: {missing}: no such file$"):
         build_task(cfg)
+
+
+def long_math_data(tmp_path):
+    """Three math rows, the second a 200,000-character question (40,000 words)."""
+    path = tmp_path / "math.jsonl"
+    rows = [
+        {"question": "What is 1 + 1?", "answer": "2"},
+        {"question": "Add these. " + "seven " * 33_332, "answer": "7"},
+        {"question": "What is 2 + 3?", "answer": "5"},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_a_prompt_over_the_budget_is_refused_at_the_data_check_with_its_row(tmp_path, capsys):
+    data = long_math_data(tmp_path)
+    out = tmp_path / "run"
+    spec = importlib.util.spec_from_file_location("darling_math", REPO / "recipes/darling_math.py")
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    code = recipe.main(
+        [
+            "--config",
+            str(REPO / "conf/local/math_trl.yaml"),
+            f"task.data_path={data}",
+            f"output_dir={out}",
+            "task.heldout_prompts=1",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    words = 2 + 33_332 + 6  # "Add these.", the sevens, the template's instruction
+    assert err.strip().splitlines() == [
+        f"darling_math: {REPO / 'conf/local/math_trl.yaml'}: {data}:2: a prompt of {words} "
+        "tokens, over task.max_prompt_tokens=2048 (the policy's prompt budget): shorten or "
+        "drop the row, raise task.max_prompt_tokens, or set task.long_prompts=truncate"
+    ]
+    assert not out.exists()  # refused before anything is written
+
+
+def test_a_prompt_over_the_budget_is_cut_with_one_warning_when_asked(tmp_path, capsys):
+    from darling_nemo.trl.run import validate_trl_config
+    from darling_nemo.trl.tasks import build_task
+
+    cfg = validate_trl_config(
+        {
+            "engine": "trl",
+            "task": {
+                "kind": "math",
+                "data_path": str(long_math_data(tmp_path)),
+                "long_prompts": "truncate",
+                "max_prompt_tokens": 100,
+            },
+            "darling": {"judge": {"kind": "lexical"}},
+        }
+    )
+    rows = build_task(cfg).train_rows
+    printed = capsys.readouterr().out
+    assert printed.count("warning:") == 1
+    assert (
+        "1 prompt(s) of " in printed and "were cut to fit (task.long_prompts=truncate)" in printed
+    )
+    assert "the longest, line 2, had 33340 tokens" in printed
+    cut = rows[1]["prompt"]
+    assert len(cut.split()) == 100
+    assert cut.startswith("Add these. seven") and cut.endswith("within \\boxed{}.")
+    assert rows[0]["prompt"].startswith("What is 1 + 1?")  # within the budget: as it was
+
+
+def test_a_run_saved_before_the_prompt_budget_resumes_as_before(tmp_path):
+    import yaml
+
+    from darling_nemo.schema import ConfigError
+    from darling_nemo.trl.run import check_resume_config, validate_trl_config
+
+    raw = {
+        "engine": "trl",
+        "output_dir": str(tmp_path),
+        "task": {"kind": "chat", "data_path": "p.jsonl"},
+    }
+    saved = validate_trl_config(raw).model_dump(mode="json")
+    for key in ("max_prompt_tokens", "long_prompts"):  # what an earlier version saved
+        del saved["task"][key]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+    check_resume_config(validate_trl_config(raw))  # the defaults are that run's behaviour
+    cut = {**raw, "task": {**raw["task"], "long_prompts": "truncate"}}
+    with pytest.raises(ConfigError, match=r"task\.long_prompts: 'refuse' -> 'truncate'"):
+        check_resume_config(validate_trl_config(cut))
