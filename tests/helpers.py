@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +254,19 @@ def mount_tmpfs(folder: Path, size: str) -> str | None:
 
 def unmount(folder: Path) -> None:
     subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def wait_ready(proc: subprocess.Popen, seen: list[str] | None = None, timeout_s: int = 180) -> str:
+    """The URL of a classify_server's `READY http://...` line. What it prints goes on into
+    `seen` (where a test reads its log) after READY too, so its pipe never fills."""
+    seen = [] if seen is None else seen
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        if line.startswith("READY "):
+            threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True).start()
+            return line.split()[1]
+    raise RuntimeError(f"server did not start: {''.join(seen)[-2000:]}")

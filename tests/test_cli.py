@@ -144,6 +144,9 @@ def test_ctrl_c_while_a_recipe_starts_ends_in_one_line(recipe, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a terminal starts it: a suite started in the background (CI's) ignores SIGINT,
+        # and Python keeps an ignored SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)

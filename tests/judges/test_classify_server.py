@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import yaml
 from aiohttp import ClientSession, web
-from helpers import REPO
+from helpers import REPO, wait_ready
 
 from darling_nemo.config import apply_overrides
 from darling_nemo.judges import make_judge
@@ -48,21 +48,6 @@ def start_server(model: str, name: str) -> subprocess.Popen:
         text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
-
-
-def wait_ready(proc: subprocess.Popen) -> str:
-    """The server's URL from its `READY http://...` line."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    seen = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        if line.startswith("READY "):
-            threading.Thread(target=proc.stdout.read, daemon=True).start()  # drain
-            return line.split()[1]
-    raise RuntimeError(f"server did not start: {''.join(seen)[-2000:]}")
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -108,7 +93,7 @@ def servers(model_dir):
     """Three real servers: two that stay up and one to be killed. Started in parallel."""
     procs = [start_server(model_dir, f"similarity_gpu_{k}") for k in range(3)]
     try:
-        urls = [wait_ready(p) for p in procs]
+        urls = [wait_ready(p, timeout_s=STARTUP_TIMEOUT_S) for p in procs]
         yield {"procs": procs, "urls": urls}
     finally:
         for p in procs:
@@ -121,7 +106,7 @@ def qwen3_append_pad(tmp_path_factory):
     path = str(save_tiny_classifier(tmp_path_factory.mktemp("qwen3"), "qwen3", append_pad=True))
     proc = start_server(path, "math_clf")
     try:
-        yield {"model": path, "url": wait_ready(proc)}
+        yield {"model": path, "url": wait_ready(proc, timeout_s=STARTUP_TIMEOUT_S)}
     finally:
         stop_server(proc)
 

@@ -8,12 +8,11 @@ import os
 import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
 
 import numpy as np
 import pytest
+from helpers import wait_ready
 
 from darling_nemo.judges import make_judge
 from darling_nemo.judges.served import by_first_response
@@ -33,16 +32,7 @@ def start(model: str, name: str, *extra: str) -> tuple[subprocess.Popen, str, li
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
     seen: list[str] = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        if line.startswith("READY "):
-            threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True).start()
-            return proc, line.split()[1], seen
-    raise RuntimeError(f"server did not start: {''.join(seen)[-2000:]}")
+    return proc, wait_ready(proc, seen), seen
 
 
 def stop(proc: subprocess.Popen) -> None:
