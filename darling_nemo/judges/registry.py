@@ -203,6 +203,12 @@ def _served_stand_in(judge: dict[str, Any], world: StandInWorld) -> Overrides:
             ("darling.judge.launch.port", int(world.judge_url.rsplit(":", 1)[1])),
             ("darling.judge.launch.executable", f"{world.python} -m darling_nemo.classify_server"),
             ("darling.judge.launch.needs_gpu", False),
+            # the shrunk judge reads ~8 tokens of a response: blocks of 4, not vLLM's 16, so
+            # the stand-in's prefix cache has whole blocks to reuse (as the rehearsal's server)
+            (
+                "darling.judge.launch.extra_args",
+                [*judge["launch"].get("extra_args", []), "--block-size", "4"],
+            ),
         ]
     else:
         out = [("darling.judge.endpoints", [world.judge_url])]

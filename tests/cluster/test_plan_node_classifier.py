@@ -86,3 +86,5 @@ def test_the_rehearsal_runs_the_recipes_own_server_on_cpu(name):
         f"{sys.executable} -m darling_nemo.classify_server"
     )
     assert "darling.judge.endpoints" not in changes  # they follow from the launch
+    # the stand-in caches prefixes in blocks the shrunk judge's ~8 tokens per response fill
+    assert changes["darling.judge.launch.extra_args"][-2:] == ["--block-size", "4"]

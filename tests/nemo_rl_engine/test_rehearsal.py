@@ -290,6 +290,9 @@ def test_rehearsal_passes(path):
         assert OVERLAP_ON in (logs / f"run{run}.log").read_text(), run
     runs_phases = tuple(f"run {run}" for run in range(1, runs + 1))
     assert_phases_pass(out, config, (*contract_phases(), "prepare", "ray", *runs_phases))
+    if path == "megatron math":  # the causal classifier's stand-in reused cached prefixes
+        reused = re.findall(r"judge prefix cache: (\d+) prompt tokens reused", out)
+        assert len(reused) == runs and all(int(n) > 0 for n in reused), reused
 
 
 def rehearse_math_4b(*overrides: str) -> tuple[int, str]:
