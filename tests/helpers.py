@@ -270,3 +270,22 @@ def wait_ready(proc: subprocess.Popen, seen: list[str] | None = None, timeout_s:
             threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True).start()
             return line.split()[1]
     raise RuntimeError(f"server did not start: {''.join(seen)[-2000:]}")
+
+
+def start_recipe_as_from_a_terminal(
+    args: list[str], env: dict[str, str], stdout: Any = subprocess.PIPE
+) -> subprocess.Popen:
+    """`python ARGS` in the repository with a terminal's SIGINT, for a Ctrl-C test. A shell that
+    starts a job in the background (CI's CPU suite) hands it SIGINT ignored, exec keeps an
+    ignored signal, and Python keeps it ignored: Ctrl-C would reach nothing."""
+    import signal
+
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )

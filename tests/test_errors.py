@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import RECIPE_ENV, REPO, run_python
+from helpers import RECIPE_ENV, run_python, start_recipe_as_from_a_terminal
 
 
 def last_line(text: str) -> str:
@@ -260,17 +260,8 @@ def test_ctrl_c_is_one_line_saying_what_is_kept_and_exit_130(tmp_path, args, sta
     """SIGINT while training, progress bars on: no traceback, the last line says what is
     kept and that the same command resumes, exit code 130 (128 + SIGINT)."""
     env = {**RECIPE_ENV, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, *(a.format(d=tmp_path) for a in args)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A shell that starts a job in the background hands it SIGINT ignored (and exec keeps
-        # an ignored signal), so Ctrl-C would reach nothing: give the child a terminal's
-        # default, as a user's foreground command has.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    proc = start_recipe_as_from_a_terminal(
+        [a.format(d=tmp_path) for a in args], env, stdout=subprocess.DEVNULL
     )
     try:
         # Polls until training has begun (the config and the data were accepted); the bound
