@@ -24,6 +24,17 @@ def check_finite(values: Sequence[float], name: str) -> np.ndarray:
     return arr
 
 
+def per_group(
+    size: int, groups: Sequence[np.ndarray], value_of: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """A method's rewards for a batch of `size` responses: `value_of(rows)` for each group's
+    rows (the loop every method's `rewards` runs)."""
+    reward = np.zeros(size)
+    for rows in groups:
+        reward[rows] = value_of(rows)
+    return reward
+
+
 class Settings(Protocol):
     """What a method reads of the core's `DarlingSettings` (kept structural, so this package
     does not import the core that imports it)."""

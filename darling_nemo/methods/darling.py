@@ -19,7 +19,7 @@ from enum import StrEnum
 import numpy as np
 
 from darling_nemo.methods import registry
-from darling_nemo.methods.base import Fusion, Method, Settings, check_finite
+from darling_nemo.methods.base import Fusion, Method, Settings, check_finite, per_group
 
 
 class QualityShift(StrEnum):
@@ -84,9 +84,9 @@ def rewards(
 ) -> np.ndarray:
     """Each group fused by `settings.fusion`, then the fusion's batch step if it has one."""
     fusion = registry.fusion(settings.fusion)
-    reward = np.zeros(quality.size)
-    for rows in groups:
-        reward[rows] = fusion.group(quality[rows], diversity[rows], settings)
+    reward = per_group(
+        quality.size, groups, lambda rows: fusion.group(quality[rows], diversity[rows], settings)
+    )
     if fusion.batch is not None:
         reward = fusion.batch(reward)
     return reward

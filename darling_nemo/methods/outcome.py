@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from darling_nemo.methods.base import Key, Method, Settings
+from darling_nemo.methods.base import Key, Method, Settings, per_group
 
 
 def outcome_penalty(answer_ids: Sequence[int], coef: float) -> np.ndarray:
@@ -58,10 +58,9 @@ def rewards(
 ) -> np.ndarray:
     """Each group's quality plus `outcome_penalty` of its answer classes."""
     coef = settings.keys["outcome_coef"]
-    reward = np.zeros(quality.size)
-    for rows in groups:
-        reward[rows] = quality[rows] + outcome_penalty(class_ids[rows], coef)
-    return reward
+    return per_group(
+        quality.size, groups, lambda rows: quality[rows] + outcome_penalty(class_ids[rows], coef)
+    )
 
 
 def config_problems(section: Mapping[str, Any]) -> list[str]:

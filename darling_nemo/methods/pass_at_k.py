@@ -11,7 +11,7 @@ from math import comb
 
 import numpy as np
 
-from darling_nemo.methods.base import Key, Method, Settings
+from darling_nemo.methods.base import Key, Method, Settings, per_group
 
 
 def passk_group_statistics(n: int, c: int, k: int) -> tuple[float, float, float]:
@@ -78,15 +78,16 @@ def rewards(
 ) -> np.ndarray:
     """Each group's `passk_advantages` (a response is correct where its quality is > 0)."""
     k = settings.keys["k"]
-    reward = np.zeros(quality.size)
-    for rows in groups:
+
+    def group_advantages(rows: np.ndarray) -> np.ndarray:
         if k > rows.size:
             raise ValueError(
                 f"darling.k={k} but a group has {rows.size} responses: pass@k "
                 "training needs k <= the group size"
             )
-        reward[rows] = passk_advantages(quality[rows] > 0, k)
-    return reward
+        return passk_advantages(quality[rows] > 0, k)
+
+    return per_group(quality.size, groups, group_advantages)
 
 
 METHOD = Method(
