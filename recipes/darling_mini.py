@@ -138,6 +138,7 @@ def warm_start_settings(cfg: MiniConfig, seed: int, max_positions: int) -> dict:
         "seed": seed,
         "max_positions": max_positions,
         **cfg.model_dump(mode="json", include={"policy", "task", "warm_start", "cpu_kernels"}),
+        "optimizer": cfg.trainer.optimizer,
     }
 
 
@@ -168,6 +169,7 @@ def make_warm_start(
         learning_rate=cfg.warm_start.learning_rate,
         zipf_exponent=cfg.warm_start.zipf_exponent,
         seed=seed,
+        optimizer=cfg.trainer.optimizer,
         progress=cfg.logging.progress_bar,
     )
     print(f"seed {seed}: warm start {len(losses)} steps, last loss {losses[-1]:.3f}")

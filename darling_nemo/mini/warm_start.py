@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from darling_nemo.mini.optim import optimizer_class
 from darling_nemo.mini.task import DigitSum, prompt_text
 
 
@@ -29,11 +30,13 @@ def warm_start(
     learning_rate: float,
     zipf_exponent: float,
     seed: int,
+    optimizer: str,
     progress: bool = True,
 ) -> list[float]:
     """Supervised next-token training on (prompt, correct answer, EOS); returns the losses.
 
-    The loss is on the answer digits and the EOS only (the prompt is given).
+    The loss is on the answer digits and the EOS only (the prompt is given). `optimizer` is a
+    `trainer.optimizer` name (darling_nemo.mini.optim.py), AdamW with torch's defaults.
     """
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
@@ -45,7 +48,7 @@ def warm_start(
             )
     digit_id = {int(d): tokenizer.convert_tokens_to_ids(d) for d in task.digits}
     prompt_length = len(prompt_ids[targets[0]])  # "T<tens> U<units>": the same for all
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    optimizer = optimizer_class(optimizer)(model.parameters(), lr=learning_rate)
     model.train()
     losses = []
     for _ in tqdm(range(steps), desc="warm start", disable=not progress):

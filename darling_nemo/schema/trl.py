@@ -8,7 +8,7 @@ arm's run config from the miniature's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -145,6 +145,10 @@ class TrlTrainerConfig(Strict):
     save_steps: int = Field(50, ge=1)
     save_total_limit: int = Field(2, ge=1)
     logging_steps: int = Field(1, ge=1)
+    # adamw_torch: torch.optim.AdamW. adamw_portable: the same update with a correctly rounded
+    # sqrt, whose bits do not depend on the CPU (darling_nemo/mini/optim.py); the miniature's
+    # `cpu_kernels: portable` selects it.
+    optimizer: Literal["adamw_torch", "adamw_portable"] = "adamw_torch"
 
     @model_validator(mode="after")
     def _whole_mini_batches(self) -> TrlTrainerConfig:
@@ -281,6 +285,25 @@ class MiniConfig(TrlSharedConfig):
         if unknown:
             raise ValueError(f"differences: {unknown} not measured; choose from {measured}")
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _portable_kernels_take_the_portable_optimizer(cls, data: Any) -> Any:
+        # torch's AdamW rounds its sqrt by the CPU (darling_nemo/mini/optim.py): portable
+        # kernels would not make the run portable without the portable optimizer.
+        kernels = cls.model_fields["cpu_kernels"].default
+        if not isinstance(data, dict) or data.get("cpu_kernels", kernels) != "portable":
+            return data
+        trainer = data.get("trainer") or {}
+        if not isinstance(trainer, dict):
+            return data
+        optimizer = trainer.get("optimizer", "adamw_portable")
+        if optimizer != "adamw_portable":
+            raise ValueError(
+                f"trainer.optimizer={optimizer} rounds its square root by the CPU: with "
+                "cpu_kernels: portable use adamw_portable (or cpu_kernels: native)"
+            )
+        return {**data, "trainer": {**trainer, "optimizer": "adamw_portable"}}
 
     def seed_dir(self, seed: int) -> Path:
         return Path(self.output_dir) / f"seed-{seed}"

@@ -452,6 +452,7 @@ def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]
     from transformers import set_seed
     from trl import GRPOTrainer
 
+    from darling_nemo.mini.optim import use_optimizer
     from darling_nemo.trl.evaluate import append_history, run_evaluation, truncate_history
     from darling_nemo.trl.policy import build_policy
 
@@ -482,6 +483,7 @@ def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]
         else None,
     )
     reward.check_trainer_args(trainer.args, trainer.reward_funcs)
+    use_optimizer(trainer, run_cfg.trainer.optimizer)
     if not run_cfg.logging.print_metrics:
         silence_console_metrics(trainer)
     started = time.perf_counter()

@@ -150,7 +150,17 @@ def tiny_dice_policy(seed: int = 0):
 def test_warm_start_teaches_the_format():
     model, tokenizer = tiny_dice_policy()
     losses = warm_start(
-        model, tokenizer, DICE, list(range(12, 31)), 40, 32, 3e-3, 1.0, seed=0, progress=False
+        model,
+        tokenizer,
+        DICE,
+        list(range(12, 31)),
+        40,
+        32,
+        3e-3,
+        1.0,
+        seed=0,
+        optimizer="adamw_portable",
+        progress=False,
     )
     # Cross-entropy over 7 predicted tokens starts near ln(vocab = 3 + 6 + 20 = 29) = 3.4 and
     # must fall well below it once the model predicts only faces then EOS.
