@@ -16,6 +16,11 @@ another trajectory. So the same config gives other per-seed numbers (and other m
   Shown on one Intel Xeon (AVX-512): the reduced miniature is bit-identical under every
   MKL, oneDNN and libm instruction-set cap (docs/miniature.md). It must be set before torch
   computes anything (all are chosen once, at first use).
+- One MKL call escapes those settings: ATen hands torch.sqrt to MKL's vector maths (vsSqrt),
+  not correctly rounded in the COMPATIBLE branch, and torch's AdamW uses it. An AMD EPYC and
+  an Intel Xeon agreed on every primitive of the cpu fingerprint but AdamW
+  (darling_nemo/mini/fingerprint.py), so `portable` also takes `PortableAdamW`
+  (darling_nemo/mini/optim.py): the same update with a correctly rounded sqrt.
 - Thread count: `torch_threads` (fixed; MKL reproduces only at a fixed thread count).
 - Library versions (torch, transformers, trl, ...): held for `uv run` by pyproject's
   constraint-dependencies, recorded by `run_conditions`, checked by
@@ -82,19 +87,32 @@ def pin_cpu_kernels(kind: Literal["portable", "native"]) -> list[str]:
     return []
 
 
+def cpu_identity() -> tuple[str, str]:
+    """(model name, "vendor family F model M") from /proc/cpuinfo; the platform's words elsewhere."""
+    fields: dict[str, str] = {}
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if not line.strip():
+                break  # the first processor's block is enough
+            fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    vendor = fields.get("vendor_id", platform.machine())
+    family = f"{vendor} family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+    return name, family
+
+
 def run_conditions() -> dict[str, Any]:
     """Library versions, CPU, torch's kernels and thread count, as this process runs them."""
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        names = [line for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
-        cpu = names[0].split(":", 1)[1].strip() if names else cpu
+    cpu, cpu_family = cpu_identity()
     return {
         "python": platform.python_version(),
         **{name: importlib.metadata.version(name) for name in LIBRARIES},
         "cpu": cpu,
+        "cpu_family": cpu_family,
         "logical_cores": os.cpu_count(),
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl_cbwr": os.environ.get("MKL_CBWR", "unset"),
