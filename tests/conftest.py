@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import work_queue
 from helpers import REPO
 from hypothesis import HealthCheck, settings
 
@@ -95,8 +96,25 @@ FAST_TIER = ("core/", "test_repository.py", "test_import_layers.py")
 TESTS = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def mark_fast_tier(items: list[pytest.Item]) -> None:
     for item in items:
         where = Path(item.fspath).resolve().relative_to(TESTS).as_posix()
         if where.startswith(FAST_TIER) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.fast)
+
+
+# CI's NeMo-RL part in two sessions that share its tests (tests/work_queue.py); inert unless
+# .ci/run sets DARLING_TEST_QUEUE.
+WORK_QUEUE = work_queue.queue_from_environment()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_fast_tier(items)
+    if WORK_QUEUE is not None:
+        work_queue.order(items)
+
+
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    if WORK_QUEUE is None:
+        return None
+    return work_queue.run_if_claimed(WORK_QUEUE, item, nextitem)

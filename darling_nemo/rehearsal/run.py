@@ -290,6 +290,17 @@ def judge_cache_line(log_root: Path) -> str:
     return f"; judge prefix cache: {total:.0f} prompt tokens reused"
 
 
+RAY_PORT_OPTIONS = (
+    "ray-client-server-port",
+    "dashboard-agent-listen-port",
+    "dashboard-agent-grpc-port",
+    "metrics-export-port",
+    "runtime-env-agent-port",
+    "node-manager-port",
+    "object-manager-port",
+)
+
+
 def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
     """A private Ray head with `gpus` fake GPUs (its own port and temp dir), which NeMo-RL's
     init_ray() attaches to through RAY_ADDRESS; stopped with its own process group. Each
@@ -305,6 +316,9 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
                 "--head",
                 "--block",
                 f"--port={port}",
+                # Ray's fixed default ports (client server 10001, dashboard agent 52365, ...)
+                # would clash with another rehearsal's head on this machine: all free ones.
+                *(f"--{name}={_free_port()}" for name in RAY_PORT_OPTIONS),
                 f"--num-gpus={gpus}",
                 f"--num-cpus={16 + 4 * gpus}",
                 f"--temp-dir={r.workdir / 'ray'}",
