@@ -1,10 +1,11 @@
 """The TRL run: GRPO arguments, prompt order, callbacks, checkpoints and resuming.
 
-One config takes this path: `validate_trl_config` (schema) -> `run` refuses a changed
-run directory (`check_resume_config`) and saves config.yaml -> `train` builds the task
-(tasks.py), the policy (policy.py) and the DARLING reward (reward.py), hands them to TRL's
-GRPOTrainer with `grpo_args` and `prompt_stream`, evaluates held-out prompts through a
-callback (evaluate.py) and writes final_metrics.json.
+One config takes this path: `validate_trl_config` (schema) -> `run` takes the folder's
+lock, refuses a changed run directory (`check_resume_config`), chooses the newest intact
+checkpoint (`announce_resume`: damaged ones moved aside) and saves config.yaml -> `train`
+builds the policy (policy.py) and the DARLING reward (reward.py) for the task (tasks.py),
+hands them to TRL's GRPOTrainer with `grpo_args` and `prompt_stream`, evaluates held-out
+prompts through a callback (evaluate.py) and writes final_metrics.json.
 
     from darling_nemo.trl import run
     metrics = run(load_config("conf/local/math_trl.yaml"))

@@ -198,6 +198,8 @@ def test_sigterm_mid_save_discards_the_half_and_says_what_is_kept(tmp_path, monk
     before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         started()  # as a command's main: SIGTERM raises Terminated
+        # (without that handler the signal below would end pytest itself)
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
         with pytest.raises(Terminated) as stopped:
             run(cfg)
     finally:
