@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 from pydantic import BaseModel
 
 from darling_nemo import run_folder
-from darling_nemo.interrupt import started
+from darling_nemo.interrupt import how_interrupted, started
 from darling_nemo.schema import (
     ConfigError,
     DarlingConfig,
@@ -268,14 +268,17 @@ def report_error(prog: str, err: BaseException | str) -> int:
 
 
 def report_interrupt(prog: str, saved: str) -> int:
-    """The one way a command ends on Ctrl-C: one line saying what is kept, exit code 130.
-    Progress bars still open are closed first: otherwise they redraw at exit, after it."""
+    """The one way a command ends on Ctrl-C or SIGTERM (called where their KeyboardInterrupt
+    is caught): one line saying what is kept, exit code 130 (Ctrl-C) or 143 (SIGTERM,
+    `interrupt.Terminated`). Progress bars still open are closed first: otherwise they
+    redraw at exit, after it."""
     from tqdm import tqdm
 
     for bar in list(getattr(tqdm, "_instances", ())):
         bar.close()
-    print(f"\n{prog}: interrupted (Ctrl-C); {saved}", file=sys.stderr, flush=True)
-    return INTERRUPTED_EXIT_CODE
+    how, code = how_interrupted(sys.exc_info()[1])
+    print(f"\n{prog}: interrupted ({how}); {saved}", file=sys.stderr, flush=True)
+    return code
 
 
 NOTHING_TO_RESUME = "nothing of this command is resumable: run it again to start over"

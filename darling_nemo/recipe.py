@@ -258,7 +258,8 @@ def rehearse_or_smoke(task: Task, args: argparse.Namespace, cfg: dict, config_pa
 
 def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
     """The TRL engine on this machine; a full disk or a folder another run holds is one line
-    and exit 2, Ctrl-C one line and exit 130."""
+    and exit 2, Ctrl-C (SIGTERM) one line and exit 130 (143): the step reached, the last
+    complete checkpoint, the same command resumes."""
     from darling_nemo.trl import run
 
     try:
@@ -267,10 +268,11 @@ def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
         return report_error(prog, err)
     except ConfigError as err:  # what only the run can see (a data file, a model path)
         return report_error(prog, f"{config_path}: {err}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:  # `run` says what it kept once training began
         return report_interrupt(
             prog,
-            f"the checkpoints saved so far are in {checked.output_dir}; "
+            str(err)
+            or f"the checkpoints saved so far are in {checked.output_dir}; "
             "the same command resumes from the newest",
         )
     return 0

@@ -2,9 +2,10 @@
 
 `run_lock(folder)` holds an exclusive lock on `folder/.darling-run.lock` for as long as the
 run lives. The kernel releases a `flock` when its process ends however it ends (exit,
-exception, kill -9), so a lock file left by a crashed run is simply taken over; a live
-holder makes a second run into the same folder stop with a `RunLocked` (a ConfigError:
-exit code 2) naming the holder's process, host, start time and command.
+exception, kill -9), so a lock file left by a crashed run is taken over, in one line naming
+whose it was (a run that ends normally empties the file); a live holder makes a second run
+into the same folder stop with a `RunLocked` (a ConfigError: exit code 2) naming the
+holder's process, host, start time and command.
 
 `disk_full(err)` tells whether an exception is a write that ran out of space, as Python
 (`OSError` ENOSPC), torch.save (`RuntimeError: ... iostream error` / `file write failed`)
@@ -41,18 +42,27 @@ class DiskFull(ConfigError):
     """A write into a run's output folder ran out of space."""
 
 
-def _holder(path: Path) -> str:
-    """The lock file's record of who holds it, as words."""
+def _holder_words(text: str) -> str:
+    """A lock file's record of who holds (or held) it, as words ("" when empty)."""
     try:
-        info = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
+        info = json.loads(text or "{}")
+    except ValueError:
         info = {}
-    if not info:
-        return "another process"
+    if not isinstance(info, dict) or not info:
+        return ""
     return (
         f"pid {info.get('pid')} on {info.get('host')}, started {info.get('started')}: "
         f"{info.get('command')}"
     )
+
+
+def _holder(path: Path) -> str:
+    """The lock file's record of who holds it, as words."""
+    try:
+        text = path.read_text()
+    except OSError:
+        text = ""
+    return _holder_words(text) or "another process"
 
 
 def acquire(folder: str | Path) -> None:
@@ -75,6 +85,12 @@ def acquire(folder: str | Path) -> None:
             f"{folder} is in use by another run ({_holder(path)}): wait for it to end, or "
             "choose another output folder"
         ) from None
+    left = _holder_words(os.pread(fd, 1 << 16, 0).decode(errors="replace"))
+    if left:  # its holder ended without releasing it: killed, or its machine went down
+        print(
+            f"{folder}: taking over the run lock of a run that ended without releasing it ({left})",
+            flush=True,
+        )
     record = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -108,13 +124,26 @@ def release_all() -> None:
 
 
 @contextmanager
-def run_lock(folder: str | Path) -> Iterator[None]:
-    """Hold `folder`'s run lock inside the block (re-entrant within one process)."""
+def run_lock(folder: str | Path, tidy: bool = False) -> Iterator[None]:
+    """Hold `folder`'s run lock inside the block (re-entrant within one process). With
+    `tidy`, a folder the lock made is removed again when the block raises and has left
+    nothing but the lock file in it (a refused run leaves no trace)."""
+    made = not Path(folder).expanduser().exists()
     acquire(folder)
     try:
         yield
-    finally:
+    except BaseException:
         release(folder)
+        if tidy and made:
+            _remove_if_only_the_lock(Path(folder).expanduser())
+        raise
+    release(folder)
+
+
+def _remove_if_only_the_lock(folder: Path) -> None:
+    if [p.name for p in folder.iterdir()] == [LOCK_FILE]:
+        (folder / LOCK_FILE).unlink()
+        folder.rmdir()
 
 
 DISK_FULL_WORDS = ("No space left on device", "StorageFull", "iostream error", "file write failed")

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from darling_nemo.config import check_output_dir, exits_on_config_error, load_config, save_config
+from darling_nemo.manifest import check, damaged_words, write_manifest
 from darling_nemo.mini.plots import figure_title, plot_curves, plot_pass_at_k
 from darling_nemo.mini.report import (
     WARM_START_ROW,
@@ -109,7 +110,7 @@ def train_and_report(
     for seed in cfg.seeds:
         # 3. Warm start: one tiny policy per seed, unsure but capable, shared by every arm.
         warm_dir = out / f"seed-{seed}" / "warm_start"
-        if not (warm_dir / "config.json").is_file():
+        if not intact_warm_start(warm_dir):
             make_warm_start(cfg, seed, split["train"] + split["heldout"], max_positions, warm_dir)
             wall.save(time.perf_counter())
 
@@ -175,7 +176,20 @@ def make_warm_start(
     print(f"seed {seed}: warm start {len(losses)} steps, last loss {losses[-1]:.3f}")
     tokenizer.save_pretrained(partial)
     model.save_pretrained(partial)
+    write_manifest(partial)  # last: a warm start with it was written whole
     partial.rename(warm_dir)
+
+
+def intact_warm_start(warm_dir: Path) -> bool:
+    """Whether a finished warm start is there to reuse: one whose files differ from its
+    manifest is said in one line, moved aside (never deleted) and trained again."""
+    if not (warm_dir / "config.json").is_file():
+        return False
+    verdict = check(warm_dir)
+    if verdict.problem:
+        print(f"{damaged_words(warm_dir, verdict.problem)}; it is trained again", flush=True)
+        return False
+    return True
 
 
 def write_report(

@@ -289,3 +289,22 @@ def start_recipe_as_from_a_terminal(
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def checkpoint_by_hand(folder: Path, manifest: bool = True) -> Path:
+    """A small checkpoint as the Trainer writes one: safetensors weights, a torch zip, JSON
+    (one file in a subfolder, as a sentence-transformers model has)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from darling_nemo.manifest import write_manifest
+
+    folder.mkdir(parents=True)
+    save_file({"w": torch.arange(6, dtype=torch.float32)}, folder / "model.safetensors")
+    torch.save({"step": 3}, folder / "optimizer.pt")
+    (folder / "trainer_state.json").write_text('{"global_step": 3}')
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text("{}")
+    if manifest:
+        write_manifest(folder)
+    return folder

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from helpers import RECIPE_ENV, run_python, start_recipe_as_from_a_terminal
+
+from darling_nemo.manifest import check
 
 
 def last_line(text: str) -> str:
@@ -232,8 +235,25 @@ def test_a_corrected_rerun_is_not_refused_after_a_failed_data_check(bad_inputs):
     assert "has no 'question'" in last_line(second.stderr)
 
 
+# A TRL run long enough to be stopped, light to start: no judge model to load, short answers,
+# a checkpoint every step.
+TRL_LONG_RUN = (
+    *MATH_TRL,
+    "output_dir={d}",
+    "trainer.max_steps=1000",
+    "trainer.save_steps=1",
+    "trainer.max_completion_length=8",
+    "darling.judge={{kind: lexical}}",
+    "logging.report_to=[]",
+)
+TRL_RUN_KEPT = (
+    r"stopped after step (\d+) of 1000; the last complete checkpoint is checkpoint-(\d+) in "
+    r"{d}; the same command resumes from it"
+)
+
+
 @pytest.mark.parametrize(
-    ("args", "started", "expected"),
+    ("args", "started", "sig", "expected"),
     [
         (  # the miniature, during a warm start
             (
@@ -243,22 +263,32 @@ def test_a_corrected_rerun_is_not_refused_after_a_failed_data_check(bad_inputs):
                 "warm_start.steps=100000",  # long enough to be interrupted in the middle
             ),
             "seed-3/warm_start.partial",  # written there, renamed when whole
-            "darling_mini: interrupted (Ctrl-C); finished warm starts and arms and each "
-            "unfinished arm's newest checkpoint are saved in output_dir; the same command "
-            "resumes from them",
+            signal.SIGINT,
+            re.escape(
+                "darling_mini: interrupted (Ctrl-C); finished warm starts and arms and each "
+                "unfinished arm's newest checkpoint are saved in output_dir; the same command "
+                "resumes from them"
+            ),
         ),
         (  # a TRL run (recipe.py's own path), once its first checkpoint is saved
-            (*MATH_TRL, "output_dir={d}", "trainer.max_steps=1000", "logging.report_to=[]"),
+            TRL_LONG_RUN,
             "checkpoint-*",
-            "darling_math: interrupted (Ctrl-C); the checkpoints saved so far are in {d}; the "
-            "same command resumes from the newest",
+            signal.SIGINT,
+            r"darling_math: interrupted \(Ctrl-C\); " + TRL_RUN_KEPT,
+        ),
+        (  # the same under SIGTERM (scancel, a preemption), sent as a save begins
+            TRL_LONG_RUN,
+            ".saving/checkpoint-[!1]*",  # checkpoint-1 is whole by then
+            signal.SIGTERM,
+            r"darling_math: interrupted \(SIGTERM\); " + TRL_RUN_KEPT,
         ),
     ],
-    ids=["mini", "trl-recipe"],
+    ids=["mini", "trl-recipe", "trl-recipe-sigterm"],
 )
-def test_ctrl_c_is_one_line_saying_what_is_kept_and_exit_130(tmp_path, args, started, expected):
-    """SIGINT while training, progress bars on: no traceback, the last line says what is
-    kept and that the same command resumes, exit code 130 (128 + SIGINT)."""
+def test_ctrl_c_or_sigterm_is_one_line_saying_what_is_kept(tmp_path, args, started, sig, expected):
+    """SIGINT (SIGTERM) while training (`expected`: a regular expression), progress bars on: no traceback, the last line says
+    what is kept and that the same command resumes, exit code 130 (143): 128 + the signal.
+    A save that SIGTERM interrupts is discarded whole; every checkpoint left is intact."""
     env = {**RECIPE_ENV, "PYTHONUNBUFFERED": "1"}
     proc = start_recipe_as_from_a_terminal(
         [a.format(d=tmp_path) for a in args], env, stdout=subprocess.DEVNULL
@@ -270,17 +300,23 @@ def test_ctrl_c_is_one_line_saying_what_is_kept_and_exit_130(tmp_path, args, sta
         while not any(tmp_path.glob(started)):
             assert proc.poll() is None, proc.stderr.read()[-2000:]
             polls += 1
-            assert polls < 6000, f"the command never reached {started}"
+            assert polls < 60000, f"the command never reached {started}"
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.1)
-        os.kill(proc.pid, signal.SIGINT)
+                proc.wait(timeout=0.01)
+        os.kill(proc.pid, sig)
         _, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr[-2000:]
+    assert proc.returncode == 128 + sig, stderr[-2000:]
     assert "Traceback" not in stderr, stderr[-2000:]
-    assert last_line(stderr) == expected.format(d=tmp_path)
+    kept = re.fullmatch(expected.format(d=re.escape(str(tmp_path))), last_line(stderr))
+    assert kept, last_line(stderr)
+    if "checkpoint" in started:  # the step reached is at or past the last checkpoint
+        reached, saved = map(int, kept.groups())
+        assert reached >= saved >= 1
+        assert not list(tmp_path.glob(".saving/*"))
+        assert all(check(p).problem is None for p in tmp_path.glob("checkpoint-*"))
 
 
 def test_an_unreachable_served_judge_stops_a_trl_run_before_it_starts(tmp_path):

@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
         "resources",
         "resume",
         "interrupt",  # a command's quiet Ctrl-C at start-up (standard library only)
+        "manifest",  # a checkpoint's files, sizes and hashes (standard library only)
     },
     # the configs and the core's pure companions; run_folder: an output folder's lock and
     # a full disk's one line (their errors are ConfigErrors)

@@ -1,5 +1,7 @@
 """The resumable checkpoint of a classifier run (`output_dir/checkpoint-last`): swapped in
-atomically, recovered after a kill, refused when the settings under it changed."""
+atomically with its manifest written last, recovered after a kill, checked against its
+manifest before it is trusted (a damaged one is moved aside, never deleted), refused when
+the settings under it changed."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import torch
 
+from darling_nemo.manifest import check, damaged_words, write_manifest
 from darling_nemo.resume import changed_settings
 from darling_nemo.run_folder import (
     DiskFull,
@@ -40,6 +43,7 @@ def save_atomically(save_model: Callable[[str], None], state: dict, target: Path
     try:
         save_model(str(tmp))
         torch.save(state, tmp / STATE_FILE)
+        write_manifest(tmp)  # last: a checkpoint with it was written whole
     except Exception as err:
         shutil.rmtree(tmp, ignore_errors=True)  # a half is worth nothing: free its space
         if not disk_full(err):
@@ -78,9 +82,18 @@ def recover_checkpoint(target: Path) -> None:
 
 
 def resume_state(last: Path, cfg: ClassifierTrainConfig) -> dict[str, Any] | None:
-    """The training state to continue from (None: a fresh run); a checkpoint trained with
-    other settings than `RESUMABLE_CHANGES` allows is a ConfigError listing each key."""
+    """The training state to continue from (None: a fresh run, also when the checkpoint is
+    damaged: said in one line and moved aside); a checkpoint trained with other settings
+    than `RESUMABLE_CHANGES` allows is a ConfigError listing each key."""
     if not (cfg.resume and (last / STATE_FILE).exists()):
+        return None
+    problem = check(last).problem
+    if problem:
+        print(
+            f"{damaged_words(last, problem)}; no intact checkpoint is left: training starts "
+            "from step 0",
+            flush=True,
+        )
         return None
     state = torch.load(last / STATE_FILE, weights_only=False, map_location="cpu")
     changed = changed_settings(state["config"], cfg.model_dump(mode="json"), RESUMABLE_CHANGES)

@@ -4,9 +4,12 @@ Transformers' Trainer writes `checkpoint-N` file by file in place: a kill or a f
 mid-save leaves a folder with some files (say optimizer.pt only) under the final name.
 `all_or_nothing(GRPOTrainer)` saves each checkpoint under `output_dir/.saving/checkpoint-N`
 and renames it to `output_dir/checkpoint-N` once every file is written (a rename within
-one filesystem is atomic), so a `checkpoint-N` is always complete. A save that ran out of
+one filesystem is atomic), so a `checkpoint-N` is always complete; its `manifest.json`
+(darling_nemo/manifest.py) is written last, before the rename. A save that ran out of
 space removes its half and ends with `DiskFull` (one line: folder, size needed, last
-complete checkpoint, the same command resumes).
+complete checkpoint, the same command resumes); one stopped by Ctrl-C or SIGTERM removes
+its half too. A resume checks the newest checkpoint against its manifest first: a damaged
+one is moved aside and the next older one tried, all said in one line.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from darling_nemo.manifest import check, damaged_words, write_manifest
 from darling_nemo.run_folder import (
     DiskFull,
     disk_full,
@@ -52,9 +57,14 @@ def incomplete_checkpoints(output_dir: Path) -> list[Path]:
     return [*staged, *sorted(unfinished, key=checkpoint_step)]
 
 
-def announce_resume(output_dir: Path, max_steps: int) -> Path | None:
+def announce_resume(
+    output_dir: Path, max_steps: int, damaged: Sequence[tuple[Path, str]] = (), lead: str = ""
+) -> Path | None:
     """Name every incomplete checkpoint (a staged half is removed: it is only ever a partial
-    copy), then the one the run resumes from; returns it (None: a fresh start)."""
+    copy); then, in one line, each damaged checkpoint (the folders in `damaged`, and newest
+    first each `checkpoint-N` whose files differ from its manifest: moved aside, never
+    deleted) and the newest intact one the run resumes from; returns it (None: a fresh
+    start). `lead` opens that line."""
     for path in incomplete_checkpoints(output_dir):
         where = path.relative_to(output_dir)
         if path.parent.name == STAGING:
@@ -62,10 +72,28 @@ def announce_resume(output_dir: Path, max_steps: int) -> Path | None:
             print(f"skipping incomplete {where} (a save that did not finish): removed", flush=True)
         else:
             print(f"skipping incomplete {where} (no {STATE_FILE}): left as it is", flush=True)
-    resume_from = last_checkpoint(output_dir)
-    if resume_from is not None:
-        step = checkpoint_step(resume_from)
-        print(f"resuming from {resume_from.name} (step {step} of {max_steps})", flush=True)
+    words = [damaged_words(folder, problem) for folder, problem in damaged]
+    resume_from = None
+    complete = [p for p in _numbered(output_dir) if (p / STATE_FILE).is_file()]
+    for candidate in sorted(complete, key=checkpoint_step, reverse=True):
+        verdict = check(candidate)
+        if verdict.problem:
+            words.append(damaged_words(candidate, verdict.problem))
+            continue
+        if verdict.legacy:
+            words.append(
+                f"{candidate.name} has no manifest (an earlier version's): its files' "
+                "structure checked"
+            )
+        step = checkpoint_step(candidate)
+        words.append(f"resuming from {candidate.name} (step {step} of {max_steps})")
+        resume_from = candidate
+        break
+    else:
+        if words:
+            words.append("no intact checkpoint is left: training starts from step 0")
+    if words:
+        print(lead + "; ".join(words), flush=True)
     return resume_from
 
 
@@ -97,9 +125,10 @@ def all_or_nothing(trainer_class: type) -> type:
             self._staging = True
             try:
                 super()._save_checkpoint(model, trial)
-            except Exception as err:
+                write_manifest(staged)  # last: a checkpoint with it was written whole
+            except BaseException as err:  # a full disk, Ctrl-C, SIGTERM: no half is kept
                 shutil.rmtree(staged, ignore_errors=True)  # a half is worth nothing: free it
-                if not disk_full(err):
+                if not (isinstance(err, Exception) and disk_full(err)):
                     raise
                 last = last_checkpoint(real)
                 needed = folder_size(last) if last else None

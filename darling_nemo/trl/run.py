@@ -1,10 +1,11 @@
 """The TRL run: GRPO arguments, prompt order, callbacks, checkpoints and resuming.
 
-One config takes this path: `validate_trl_config` (schema) -> `run` refuses a changed
-run directory (`check_resume_config`) and saves config.yaml -> `train` builds the task
-(tasks.py), the policy (policy.py) and the DARLING reward (reward.py), hands them to TRL's
-GRPOTrainer with `grpo_args` and `prompt_stream`, evaluates held-out prompts through a
-callback (evaluate.py) and writes final_metrics.json.
+One config takes this path: `validate_trl_config` (schema) -> `run` takes the folder's
+lock, refuses a changed run directory (`check_resume_config`), chooses the newest intact
+checkpoint (`announce_resume`: damaged ones moved aside) and saves config.yaml -> `train`
+builds the policy (policy.py) and the DARLING reward (reward.py) for the task (tasks.py),
+hands them to TRL's GRPOTrainer with `grpo_args` and `prompt_stream`, evaluates held-out
+prompts through a callback (evaluate.py) and writes final_metrics.json.
 
     from darling_nemo.trl import run
     metrics = run(load_config("conf/local/math_trl.yaml"))
@@ -31,6 +32,7 @@ from darling_nemo.config import (
     save_config,
 )
 from darling_nemo.judges.registry import check_judge_models, judge_kind
+from darling_nemo.manifest import check, write_manifest
 from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.run_folder import (
     DiskFull,
@@ -210,6 +212,17 @@ def make_eval_callback(
     return HeldOutEvaluation()
 
 
+def step_reached_callback(reached: list[int]) -> Any:
+    """A TrainerCallback that keeps `reached[0]` at the last step trained."""
+    from transformers import TrainerCallback
+
+    class StepReached(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            reached[0] = state.global_step
+
+    return StepReached()
+
+
 def silence_console_metrics(trainer: Any) -> None:
     """Keep the progress bar (if any) but stop printing every log dict to the console;
     the metrics still go to TensorBoard/wandb and to train_log.jsonl."""
@@ -367,28 +380,35 @@ def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
     run_cfg = cfg if isinstance(cfg, TrlRunConfig) else validate_trl_config(cfg)
     check_wandb_installed(run_cfg)
     output_dir = Path(run_cfg.output_dir)
-    check_resume_config(run_cfg)
-    final = finished_run(run_cfg)
-    if final is not None:
-        return final
     check_output_dir(output_dir)
-    check_model_paths(run_cfg)
-    probe_judge(run_cfg)
-    task = build_task(run_cfg)  # the data is checked before anything is written
-    with run_lock(output_dir):  # one run per folder; a second one stops here, exit 2
-        check_resume_config(run_cfg)  # again: now no other run writes here
-        final = finished_run(run_cfg)
+    # The lock first: a second run into this folder stops here (exit 2), before any judge
+    # or model loads; a folder made only for the lock goes again if the run is refused.
+    with run_lock(output_dir, tidy=True):
+        check_resume_config(run_cfg)
+        final, lead = finished_run(run_cfg)
         if final is not None:
             return final
+        check_model_paths(run_cfg)
+        probe_judge(run_cfg)
+        task = build_task(run_cfg)  # the data is checked before anything is written
+        resume_from = None
+        if run_cfg.resume:  # chosen (damaged ones moved aside) before anything is rewritten
+            final_weights = output_dir / "final"  # a finished run's: rewritten by the resume
+            problem = check(final_weights).problem if lead and final_weights.exists() else None
+            damaged = [(final_weights, problem)] if problem else []
+            resume_from = announce_resume(output_dir, run_cfg.trainer.max_steps, damaged, lead)
+        reached = [checkpoint_step(resume_from) if resume_from else 0]
         try:
             save_config(run_cfg.model_dump(mode="json"), output_dir / "config.yaml")
             note = zero_reward_note(run_cfg)
             if note:
                 print(note, flush=True)
             with wandb_run_environment(run_cfg, output_dir), upstream_deprecations_silenced():
-                return train(run_cfg, task, output_dir)
+                return train(run_cfg, task, output_dir, resume_from, reached)
         except DiskFull:
             raise
+        except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: what is kept, in words
+            raise type(err)(stopped_words(output_dir, reached[0], run_cfg)) from None
         except Exception as err:  # a write past the checkpoints (logs, final model, metrics)
             if not disk_full(err):
                 raise
@@ -401,20 +421,39 @@ def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
             ) from None
 
 
-def finished_run(run_cfg: TrlRunConfig) -> dict[str, Any] | None:
-    """A run already trained to max_steps: its saved final metrics, said in one line."""
-    final_path = Path(run_cfg.output_dir) / "final_metrics.json"
+def stopped_words(output_dir: Path, reached: int, run_cfg: TrlRunConfig) -> str:
+    """What an interrupted run keeps: the step it reached, its last complete checkpoint."""
+    last = last_checkpoint(output_dir)
+    kept = (
+        f"the last complete checkpoint is {last.name} in {output_dir}; the same command "
+        "resumes from it"
+        if last
+        else f"no checkpoint was saved yet in {output_dir}; the same command starts over"
+    )
+    return f"stopped after step {reached} of {run_cfg.trainer.max_steps}; {kept}"
+
+
+def finished_run(run_cfg: TrlRunConfig) -> tuple[dict[str, Any] | None, str]:
+    """A run already trained to max_steps whose final weights and newest checkpoint are
+    intact: its saved final metrics, said in one line. Not finished: None, and (a finished
+    run with either damaged) the words that open the resume's line; the resume moves the
+    damaged one aside and trains from the newest intact checkpoint again."""
+    output_dir = Path(run_cfg.output_dir)
+    final_path = output_dir / "final_metrics.json"
     if not (run_cfg.resume and final_path.is_file()):
-        return None
+        return None, ""
     final = json.loads(final_path.read_text())
     if final.get("global_step") != run_cfg.trainer.max_steps:
-        return None
+        return None, ""
+    for folder in (output_dir / "final", last_checkpoint(output_dir)):
+        if folder is not None and check(folder).problem:
+            return None, f"{output_dir}: finished ({final['global_step']} steps), but "
     print(
         f"{run_cfg.output_dir}: already complete ({final['global_step']} steps): nothing to do "
         "(delete the folder or choose another to rerun)",
         flush=True,
     )
-    return final
+    return final, ""
 
 
 def probe_judge(run_cfg: TrlRunConfig) -> None:
@@ -445,8 +484,16 @@ def check_model_paths(run_cfg: TrlRunConfig) -> None:
         check_judge_models(run_cfg.darling.judge)
 
 
-def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]:
-    """The body of `run`, once the run directory is checked and holds config.yaml."""
+def train(
+    run_cfg: TrlRunConfig,
+    task: Task,
+    output_dir: Path,
+    resume_from: Path | None,
+    reached: list[int],
+) -> dict[str, Any]:
+    """The body of `run`, once the run directory is checked and holds config.yaml; resumes
+    from `resume_from` (None: from the start) and keeps `reached[0]` at the last step
+    trained, for the line an interrupted run ends with."""
     import torch
     from datasets import Dataset
     from transformers import set_seed
@@ -469,7 +516,6 @@ def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]
     reward = DarlingReward(
         task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=task.judge
     )
-    resume_from = announce_resume(output_dir, run_cfg.trainer.max_steps) if run_cfg.resume else None
     resume_step = checkpoint_step(resume_from) if resume_from else 0
     truncate_history(history_path, resume_step if resume_from else -1)
     trainer = all_or_nothing(GRPOTrainer)(
@@ -478,9 +524,14 @@ def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]
         args=args,
         train_dataset=Dataset.from_list(prompt_stream(task.train_rows, run_cfg)),
         processing_class=tokenizer,
-        callbacks=[make_eval_callback(run_cfg, task, tokenizer, history_path)]
-        if task.heldout_rows
-        else None,
+        callbacks=[
+            step_reached_callback(reached),
+            *(
+                [make_eval_callback(run_cfg, task, tokenizer, history_path)]
+                if task.heldout_rows
+                else []
+            ),
+        ],
     )
     reward.check_trainer_args(trainer.args, trainer.reward_funcs)
     use_optimizer(trainer, run_cfg.trainer.optimizer)
@@ -490,6 +541,7 @@ def train(run_cfg: TrlRunConfig, task: Task, output_dir: Path) -> dict[str, Any]
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     train_seconds = time.perf_counter() - started
     trainer.save_model(str(output_dir / "final"))
+    write_manifest(output_dir / "final")  # before final_metrics.json: a finished run has it
 
     final: dict[str, Any] = {
         "global_step": trainer.state.global_step,

@@ -108,6 +108,41 @@ def test_checkpoint_swap_survives_a_kill_between_delete_and_rename(tmp_path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-last"]
 
 
+def test_a_damaged_classifier_checkpoint_is_moved_aside_and_training_starts_over(tmp_path, capsys):
+    """checkpoint-last records its files (manifest.json, written last); one whose weights
+    differ from it is said in one line, moved aside, never loaded."""
+    recipe = load_recipe()
+    cfg = ClassifierTrainConfig.model_validate(
+        load_config(REPO / "conf/classifier/minilm_noveltybench.yaml")
+    )
+    last = tmp_path / "checkpoint-last"
+
+    def save_model(path: str) -> None:
+        Path(path).mkdir(parents=True)
+        (Path(path) / "weights.txt").write_text("12345")
+
+    recipe.save_atomically(save_model, training_state_of(cfg), last)
+    assert recipe.resume_state(last, cfg)["step"] == 1  # intact: trusted
+    (last / "weights.txt").write_text("123")
+    assert recipe.resume_state(last, cfg) is None
+    (aside,) = tmp_path.glob("damaged-checkpoint-last-*")
+    assert capsys.readouterr().out == (
+        f"checkpoint-last is damaged (weights.txt: 3 bytes, manifest says 5); moved aside to "
+        f"{aside.name}; no intact checkpoint is left: training starts from step 0\n"
+    )
+    assert not last.exists() and (aside / "training_state.pt").is_file()
+
+
+def training_state_of(cfg: ClassifierTrainConfig) -> dict:
+    """A real optimiser's and schedule's state after one step, as a run saves it."""
+    from darling_nemo.classifier_training.checkpoint import training_state
+
+    weight = torch.nn.Parameter(torch.zeros(2))
+    optimizer = torch.optim.AdamW([weight])
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    return training_state(optimizer, schedule, 1, cfg)
+
+
 def test_bad_override_is_a_clear_error():
     result = run_recipe("epochz=3")
     assert result.returncode != 0

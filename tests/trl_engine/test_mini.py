@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from darling_nemo.config import load_config
+from darling_nemo.manifest import sha256_of
 from darling_nemo.mini.plots import (
     band,
     curve_bands,
@@ -288,6 +289,23 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     )
     saved = json.loads((tmp_path / "comparison.json").read_text())
     assert saved["wall_seconds"] == pytest.approx(again["wall_seconds"])
+
+    # A warm start whose weights were cut short is named, moved aside and trained again
+    # (the same bits: the manifest's hash), not loaded; the finished arms stay as they are.
+    warm = tmp_path / "seed-3" / "warm_start"
+    recorded = json.loads((warm / "manifest.json").read_text())["files"]["model.safetensors"]
+    with (warm / "model.safetensors").open("r+b") as f:
+        f.truncate(1000)
+    capsys.readouterr()
+    recipe.main(argv)
+    (aside,) = (tmp_path / "seed-3").glob("damaged-warm_start-*")
+    assert (
+        f"warm_start is damaged (model.safetensors: 1000 bytes, manifest says "
+        f"{recorded['size']}); moved aside to {aside.name}; it is trained again\n"
+        in capsys.readouterr().out
+    )
+    assert sha256_of(warm / "model.safetensors") == recorded["sha256"]
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
 
     # Other settings into the same output_dir: refused before anything trains, naming the
     # keys (the runs' and the warm start's), instead of reusing the old results.
