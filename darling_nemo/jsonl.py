@@ -48,11 +48,17 @@ def scan_jsonl(
     """(line number, record) of every good line and (line number, problem) of every bad one.
 
     For readers that check each record further and report every problem, JSON and their
-    own, in one error. Blank lines are allowed; raises FileNotFoundError naming the path.
+    own, in one error. Blank lines are allowed; raises FileNotFoundError naming the path,
+    or ValueError in one line for a JSON array (which would be a bad line per line).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
+    if is_json_array(path):
+        raise ValueError(
+            f"{path} is a JSON array; JSONL wants one object per line "
+            "(jq -c '.[]' prints it as JSONL)"
+        )
     records, problems = [], []
     with path.open("rb") as fh:
         for lineno, line in enumerate(fh, start=1):
@@ -66,6 +72,19 @@ def scan_jsonl(
             else:
                 records.append((lineno, record))
     return records, problems
+
+
+def is_json_array(path: Path) -> bool:
+    """Whether the whole file is one JSON array (pretty-printed or on one line): what a JSON
+    export gives where JSONL was meant. Read in full only when it starts with `[`."""
+    with path.open("rb") as fh:
+        start = fh.read(4096).lstrip()
+    if not start.startswith(b"["):
+        return False
+    try:
+        return isinstance(json.loads(path.read_bytes()), list)
+    except (ValueError, RecursionError):  # not JSON as a whole (UnicodeDecodeError included)
+        return False
 
 
 def read_jsonl_numbered(path: str | Path) -> list[tuple[int, dict[str, Any]]]:

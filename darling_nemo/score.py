@@ -9,6 +9,9 @@ Each input line: {"prompt": str, "responses": [str, ...], "quality": [float, ...
 fields are kept). Each output line adds class_ids, diversity, reward, advantage (one per
 response), num_classes, pairs_judged and pairs_total. Every line is checked before anything
 is scored; malformed lines are all reported with file and line number, and nothing is written.
+Nothing is written either when a result is not a finite number (qualities so large that the
+arithmetic overflows: the line is named), when -o names the input file, or when the judge
+fails (a served judge on a dead port): one line, exit code 2.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 from darling_nemo import methods
 from darling_nemo.config import (
+    ConfigError,
     apply_overrides,
     check_output_file,
     command_parser,
@@ -38,8 +44,9 @@ from darling_nemo.schema import DarlingConfig, validate_darling
 GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call carries many pairs
 
 
-def read_groups(path: Path) -> list[dict[str, Any]]:
-    """Parse and check every line; raise one error listing every bad line (file:line)."""
+def read_groups(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, group) of every line, each checked; raise one error listing every bad
+    line (file:line)."""
     records, problems = scan_jsonl(path)
     groups = []
     for lineno, row in records:
@@ -47,7 +54,7 @@ def read_groups(path: Path) -> list[dict[str, Any]]:
         if problem:
             problems.append((lineno, problem))
         else:
-            groups.append(row)
+            groups.append((lineno, row))
     if problems:
         lines = [f"{path}:{lineno}: {problem}" for lineno, problem in sorted(problems)]
         if len(lines) == 1:
@@ -90,7 +97,8 @@ def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[
         responses = [r for g in chunk for r in g["responses"]]
         quality = [q for g in chunk for q in g["quality"]]
         gids = [k for k, g in enumerate(chunk) for _ in g["responses"]]
-        out = darling_batch(responses, quality, gids, judge, settings)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused by check_finite instead
+            out = darling_batch(responses, quality, gids, judge, settings)
         stop = 0
         for k, g in enumerate(chunk):
             rows = slice(stop, stop + len(g["responses"]))
@@ -108,6 +116,28 @@ def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[
                 }
             )
     return scored
+
+
+def check_finite(scored: list[dict[str, Any]], lines: list[int], path: Path) -> None:
+    """Refuse results that are not finite numbers (qualities near 1e308 overflow the group's
+    mean and spread), naming the first such line; nothing has been written yet."""
+    for lineno, row in zip(lines, scored, strict=True):
+        for field in ("diversity", "reward", "advantage"):
+            if not all(math.isfinite(x) for x in row[field]):
+                largest = max(abs(q) for q in row["quality"])
+                raise ValueError(
+                    f"{path}:{lineno}: {field} is not finite ({row[field]}): the qualities "
+                    f"(largest magnitude {largest:g}) overflow the arithmetic; scale them "
+                    "down (nothing written)"
+                )
+
+
+def same_file(output: Path, source: Path) -> bool:
+    """Whether writing `output` would overwrite `source`, however either path is spelled
+    (relative, `..`, a symbolic or hard link)."""
+    if output.expanduser().resolve() == source.expanduser().resolve():
+        return True
+    return output.exists() and source.exists() and output.samefile(source)
 
 
 def build_config(args: argparse.Namespace) -> DarlingConfig:
@@ -141,14 +171,20 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     args = parser.parse_args(argv)
     cfg = build_config(args)
     if args.output:
+        if same_file(args.output, args.input):
+            raise ConfigError(
+                f"--output: {args.output} is the input file {args.input}: name another file "
+                "(nothing written)"
+            )
         check_output_file(args.output, "--output")
     check_judge_models(cfg.judge, "judge")
-    groups = read_groups(args.input)
+    numbered = read_groups(args.input)
     try:
-        scored = score_groups(groups, cfg)
+        scored = score_groups([group for _, group in numbered], cfg)
     except JudgeError as err:  # the classifier servers or the Ray pool gave up
-        print(f"darling-score: judge failed: {err}", file=sys.stderr)
-        return 1
+        print(f"darling-score: judge failed: {err} (nothing written)", file=sys.stderr)
+        return 2
+    check_finite(scored, [line for line, _ in numbered], args.input)
     out = args.output.open("w") if args.output else (stdout or sys.stdout)
     try:
         for row in scored:

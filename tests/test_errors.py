@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -29,7 +30,12 @@ def last_line(text: str) -> str:
 @pytest.fixture
 def bad_inputs(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
-    (tmp_path / "nokey.jsonl").write_text('{"q": "1+1?", "answer": "2"}\n')
+    (tmp_path / "nokey.jsonl").write_text('{"question": "1+1?", "answer": "2"}\n{"q": "2+2?"}\n')
+    (tmp_path / "types.jsonl").write_text(
+        '{"question": "1+1?", "answer": "2"}\n{"question": 42, "answer": null}\n'
+    )
+    rows = [{"question": f"{k}+1?", "answer": str(k + 1)} for k in range(8)]
+    (tmp_path / "array.jsonl").write_text(json.dumps(rows, indent=2))
     (tmp_path / "torn.jsonl").write_text('{"question": "1+1?", "answer": "2"}\n{"question": \n')
     (tmp_path / "group.jsonl").write_text(
         '{"prompt": "2+2?", "responses": ["4"], "quality": [1]}\n'
@@ -61,7 +67,15 @@ NO_MODEL = "(a local checkpoint must exist; a hub model is named org/name)"
         ),
         (  # a JSONL without the question key: file, row and the key to set
             (*MATH_TRL, "task.data_path={d}/nokey.jsonl", "output_dir={d}/run"),
-            "{d}/nokey.jsonl: row 1 has no 'question' (set task.question_key to one of",
+            "{d}/nokey.jsonl:2: no 'question' (set task.question_key to one of ['q'])",
+        ),
+        (  # a question that is not text: file:line, the key and the type (trained silently)
+            (*MATH_TRL, "task.data_path={d}/types.jsonl", "output_dir={d}/run"),
+            "{d}/types.jsonl:2: 'question' is a number (42), not a string (task.question_key)",
+        ),
+        (  # a pretty-printed JSON array: one line saying so (was 42 "not valid JSON" lines)
+            (*MATH_TRL, "task.data_path={d}/array.jsonl", "output_dir={d}/run"),
+            "task.data_path: {d}/array.jsonl is a JSON array; JSONL wants one object per line",
         ),
         (  # output_dir that is a file
             (*MATH_TRL, "output_dir={d}/afile"),
@@ -164,6 +178,8 @@ NO_MODEL = "(a local checkpoint must exist; a hub model is named org/name)"
     ids=[
         "empty-data",
         "missing-key",
+        "data-wrong-type",
+        "data-json-array",
         "output-dir-is-file",
         "output-dir-unmakeable",
         "output-dir-not-writable",
@@ -232,7 +248,7 @@ def test_a_corrected_rerun_is_not_refused_after_a_failed_data_check(bad_inputs):
     )
     assert second.returncode == 2
     assert "other settings" not in second.stderr
-    assert "has no 'question'" in last_line(second.stderr)
+    assert "no 'question'" in last_line(second.stderr)
 
 
 # A TRL run long enough to be stopped, light to start: no judge model to load, short answers,

@@ -130,16 +130,64 @@ class RewardModelQuality:
         return scores
 
 
-def column(rows: Sequence[Mapping[str, Any]], key: str, path: str, config_key: str) -> list[Any]:
-    """rows[i][key] for every row; a missing key names the file, line and config key."""
+def column(
+    rows: Sequence[Mapping[str, Any]],
+    lines: Sequence[int],
+    key: str,
+    path: str,
+    config_key: str,
+    accepts: Callable[[Any], bool] = lambda value: isinstance(value, str),
+    wanted: str = "a string",
+) -> list[Any]:
+    """rows[i][key] for every row; a missing key, or a value `accepts` refuses (a number or
+    null for a question), is a ConfigError naming the file:line, the key and its type."""
     values = []
-    for number, row in enumerate(rows, start=1):
+    for line, row in zip(lines, rows, strict=True):
         if key not in row:
             raise ConfigError(
-                f"{path}: row {number} has no {key!r} (set {config_key} to one of {sorted(row)})"
+                f"{path}:{line}: no {key!r} (set {config_key} to one of {sorted(row)})"
+            )
+        if not accepts(row[key]):
+            raise ConfigError(
+                f"{path}:{line}: {key!r} is {json_type(row[key])} ({row[key]!r:.40}), "
+                f"not {wanted} ({config_key})"
             )
         values.append(row[key])
     return values
+
+
+def json_type(value: Any) -> str:
+    """A JSON value's type as JSON names it (what the user wrote in the file)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), "a value")
+
+
+def is_answer(value: Any) -> bool:
+    """A math answer: text, or a number (a dataset may store 70 for "70")."""
+    return isinstance(value, str) or (
+        isinstance(value, int | float) and not isinstance(value, bool)
+    )
+
+
+def is_chat_prompt(value: Any) -> bool:
+    """A chat prompt: text, or a conversation of {"role": str, "content": str} turns."""
+    if isinstance(value, str):
+        return True
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(
+            isinstance(turn, dict)
+            and isinstance(turn.get("role"), str)
+            and isinstance(turn.get("content"), str)
+            for turn in value
+        )
+    )
 
 
 def task_rows(task: MathTaskConfig | ChatTaskConfig) -> tuple[list[dict[str, Any]], list[int]]:
@@ -184,8 +232,11 @@ def build_task(cfg: TrlRunConfig) -> Task:
 
     if isinstance(task, MathTaskConfig):
         raw, lines = task_rows(task)
-        questions = column(raw, task.question_key, task.data_path, "task.question_key")
-        answers = column(raw, task.answer_key, task.data_path, "task.answer_key")
+        path = task.data_path
+        questions = column(raw, lines, task.question_key, path, "task.question_key")
+        answers = column(
+            raw, lines, task.answer_key, path, "task.answer_key", is_answer, "a string or number"
+        )
         prompts = fit_prompts(
             cfg,
             [str(q) for q in questions],
@@ -211,7 +262,15 @@ def build_task(cfg: TrlRunConfig) -> Task:
     raw, lines = task_rows(task)
     if not raw:
         raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
-    texts = column(raw, task.prompt_key, task.data_path, "task.prompt_key")
+    texts = column(
+        raw,
+        lines,
+        task.prompt_key,
+        task.data_path,
+        "task.prompt_key",
+        is_chat_prompt,
+        'a string or a list of {"role": ..., "content": ...} turns',
+    )
     rows = [{"prompt": p} for p in fit_prompts(cfg, texts, lambda text: text, lines)]
     if isinstance(task.quality, LengthStandInQualityConfig):
         quality: QualityFn = length_stand_in_quality(task.quality.target_words)

@@ -1,5 +1,7 @@
 """The shared input-JSONL reader: all bad lines reported with file:line."""
 
+import json
+
 import pytest
 
 from darling_nemo.jsonl import read_jsonl
@@ -76,3 +78,21 @@ def test_eval_prompt_files_report_bad_bytes_with_file_and_line(tmp_path):
     path.write_bytes(b'{"id": 1, "prompt": "a"}\n{"id": 2, "prompt": "\xff"}\n')
     with pytest.raises(ConfigError, match=rf"{path}:2: not UTF-8 text: byte 0xff at column 22"):
         load_prompts(str(path), "prompt", "id", None)
+
+
+@pytest.mark.parametrize("indent", [2, None], ids=["pretty-printed", "one-line"])
+def test_a_json_array_file_is_named_as_such_in_one_line(tmp_path, indent):
+    # a pretty-printed array of 8 objects gave 42 "not valid JSON" lines, one per line
+    path = tmp_path / "array.jsonl"
+    path.write_text(
+        json.dumps([{"question": f"{k}+1?", "answer": str(k + 1)} for k in range(8)], indent=indent)
+    )
+    with pytest.raises(ValueError) as err:
+        read_jsonl(path)
+    assert str(err.value) == (
+        f"{path} is a JSON array; JSONL wants one object per line (jq -c '.[]' prints it as JSONL)"
+    )
+    # a JSONL file whose lines are arrays is not one array: each line is named as before
+    path.write_text("[1]\n[2]\n")
+    with pytest.raises(ValueError, match=r"array.jsonl:2: expected a JSON object"):
+        read_jsonl(path)

@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,47 @@ def test_malformed_lines_all_reported_and_nothing_written(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_results_that_are_not_finite_are_refused_naming_the_line(tmp_path, capsys):
+    # mean(1e308, 1e308) overflows to inf: the advantage was [-inf, -inf], written with
+    # a RuntimeWarning and exit 0
+    src = write_jsonl(
+        tmp_path / "huge.jsonl",
+        [
+            {"responses": ["yes", "no"], "quality": [1, 0]},
+            {"responses": ["yes", "no"], "quality": [1e308, 1e308]},
+        ],
+    )
+    out = tmp_path / "out.jsonl"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main([str(src), "-o", str(out)]) == 2
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"darling-score: {src}:2: advantage is not finite ([-inf, -inf])")
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("spelling", ["same", "dot-dot", "relative", "symlink"])
+def test_output_that_is_the_input_is_refused_before_writing(
+    tmp_path, capsys, spelling, monkeypatch
+):
+    src = write_jsonl(tmp_path / "g.jsonl", [{"responses": ["yes", "no"], "quality": [1, 0]}])
+    before = src.read_text()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.jsonl").symlink_to(src)
+    monkeypatch.chdir(tmp_path / "sub")
+    output = {
+        "same": str(src),
+        "dot-dot": str(tmp_path / "sub" / ".." / "g.jsonl"),
+        "relative": "../g.jsonl",
+        "symlink": str(tmp_path / "link.jsonl"),
+    }[spelling]
+    assert main([str(src), "-o", output]) == 2
+    err = capsys.readouterr().err
+    assert f"--output: {output} is the input file {src}: name another file" in err
+    assert src.read_text() == before
+
+
 def test_console_script_runs_as_a_process(tmp_path):
     src = write_jsonl(tmp_path / "g.jsonl", [{"responses": ["yes", "no"], "quality": [1, 0]}])
     out = tmp_path / "o.jsonl"
@@ -115,9 +157,10 @@ def test_an_unreachable_classifier_server_is_one_clear_error(tmp_path, capsys):
     out = tmp_path / "out.jsonl"
     argv = [str(src), "-o", str(out), "--judge", "served"]
     argv += ["--judge-set", f"endpoints=[http://127.0.0.1:{port}]", "--judge-set", "max_attempts=1"]
-    assert main(argv) == 1
+    assert main(argv) == 2  # a dead endpoint is bad input, like a bad key (was exit 1)
     err = capsys.readouterr().err
     assert err.startswith("darling-score: judge failed:") and f"127.0.0.1:{port}" in err
+    assert len(err.strip().splitlines()) == 1 and err.strip().endswith("(nothing written)")
     assert "Traceback" not in err and not out.exists()
 
 

@@ -542,3 +542,24 @@ def test_a_run_saved_before_the_prompt_budget_resumes_as_before(tmp_path):
     cut = {**raw, "task": {**raw["task"], "long_prompts": "truncate"}}
     with pytest.raises(ConfigError, match=r"task\.long_prompts: 'refuse' -> 'truncate'"):
         check_resume_config(validate_trl_config(cut))
+
+
+def test_data_columns_refuse_values_of_the_wrong_type_naming_file_line_and_key():
+    from darling_nemo.config import ConfigError
+    from darling_nemo.trl.tasks import column, is_answer, is_chat_prompt
+
+    turns = [{"role": "user", "content": "Tell me a story."}]
+    rows = [{"prompt": "a story?", "answer": 70}, {"prompt": turns, "answer": "70"}]
+    assert column(rows, [3, 5], "answer", "d.jsonl", "task.answer_key", is_answer) == [70, "70"]
+    assert column(rows, [3, 5], "prompt", "d.jsonl", "task.prompt_key", is_chat_prompt)[1] == turns
+    refused = [  # (row, accepts, message)
+        ({"question": 42}, None, "d.jsonl:7: 'question' is a number (42), not a string"),
+        ({"question": None}, None, "d.jsonl:7: 'question' is null (None), not a string"),
+        ({"question": True}, is_answer, "d.jsonl:7: 'question' is a boolean (True), not a"),
+        ({"question": [{"role": "user"}]}, is_chat_prompt, "'question' is an array"),
+    ]
+    for row, accepts, message in refused:
+        check = {} if accepts is None else {"accepts": accepts}
+        with pytest.raises(ConfigError) as err:
+            column([row], [7], "question", "d.jsonl", "task.question_key", **check)
+        assert message in str(err.value), err.value

@@ -259,7 +259,9 @@ def test_bad_configs_fail_before_training_with_the_key_path(tmp_path):
     with pytest.raises(ConfigError, match=r"darling\.judge: the digit_sum task"):
         run({**cfg, "task": {"kind": "digit_sum"}, "darling": {"judge": {"kind": "embedding"}}})
     math_cfg = load_config(REPO / "conf" / "local" / "math_trl.yaml", ["task.answer_key=solution"])
-    with pytest.raises(ValueError, match=r"row 1 has no 'solution' \(set task.answer_key"):
+    with pytest.raises(
+        ValueError, match=r"aime25_first8\.jsonl:1: no 'solution' \(set task.answer_key"
+    ):
         run({**math_cfg, "output_dir": str(tmp_path / "m")})
 
 
