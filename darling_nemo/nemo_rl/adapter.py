@@ -156,10 +156,11 @@ def _off_the_critical_path(
     timer: Any,
     plan: JudgingPlan,
 ) -> Any:
-    """The overlapped judge where the plan says so, else None."""
+    """The overlapped judge where the plan says so, else None (the plan's fallback: the
+    reward hook judges; also without a Policy, whatever a plan made for one says)."""
     from darling_nemo.nemo_rl.overlap import OverlappedDarling
 
-    if not (plan.log_probs.on and policy is not None):
+    if plan.fallback.on or policy is None:
         return None
     return OverlappedDarling(
         transform,

@@ -137,6 +137,14 @@ def test_threshold_is_strict_greater():
     judge = table_judge({(a, b): 0.32})
     assert partition_groups([[a, b]], judge, 0.32)[0].class_ids == [0, 1]  # 0.32 > 0.32 False
     assert partition_groups([[a, b]], judge, 0.31)[0].class_ids == [0, 0]
+    assert partition_all_pairs([a, b], judge, 0.32).class_ids == [0, 1]  # the one-call path
+    # A verdict known before the call (judged during generation) at exactly the threshold:
+    # the same strict comparison (reference: equivalent iff P(similar) > threshold), and the
+    # judge is not asked again.
+    for known, classes in ((0.32, [0, 1]), (0.3200001, [0, 0])):
+        (part,) = partition_groups([[a, b]], judge, 0.32, known=[{(0, 1): known}])
+        assert (part.class_ids, part.pairs_judged) == (classes, 1)
+    assert len(judge.calls) == 3  # the three calls above, none from the known verdicts
 
 
 def test_lexically_decided_pairs_never_reach_the_judge():

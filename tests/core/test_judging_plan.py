@@ -49,6 +49,9 @@ def test_everything_on_for_a_served_judge_on_the_async_engine():
 def test_the_synchronous_engine_stops_streaming_and_so_prefix_judging_silently():
     plan = plan_of(async_engine=False)
     assert plan.log_probs.on and not plan.generation.on and not plan.prefix.on
+    # the overlap still judges every pair off the critical path: nothing left for the hook
+    assert not plan.fallback.on
+    assert plan.fallback.reason == "the rest is judged while log-probabilities run"
     assert plan.generation.reason == SYNC_ENGINE
     assert plan.prefix.reason == "no judging during generation to join early"
     assert plan.lines() == [
@@ -63,6 +66,17 @@ def test_reward_shaping_stops_the_overlap_and_the_hook_judges_the_rest():
     assert plan.fallback.on
     assert plan.fallback.reason == f"the rest of the pairs judged in the reward hook: {SHAPING}"
     assert plan.lines()[0] == f"darling.overlap=true: judging synchronously because {SHAPING}"
+
+
+def test_what_the_config_stops_is_said_before_what_is_unavailable_here():
+    # Reward shaping stops the overlap, and without a Policy it would be unavailable anyway:
+    # the config's reason is the one printed (the user can act on it), not the run's.
+    plan = plan_of(shaping=True, policy=False)
+    assert not plan.log_probs.on and plan.log_probs.stops == (SHAPING,)
+    assert plan.log_probs.reason == SHAPING
+    assert plan.lines()[0] == f"darling.overlap=true: judging synchronously because {SHAPING}"
+    assert plan.fallback.on
+    assert plan.fallback.reason == f"the rest of the pairs judged in the reward hook: {SHAPING}"
 
 
 def test_options_turned_off_print_nothing_and_say_so():

@@ -238,6 +238,19 @@ def test_gdpo_fusion_by_hand():
     )
 
 
+def test_gdpo_epsilon_is_added_to_the_std():
+    # q = [0, 2e-6]: centred [-1e-6, 1e-6], sample std 2e-6 / sqrt(2) = sqrt(2) e-6. With
+    # epsilon 1e-6 the divisor is (sqrt(2) + 1) e-6: z = -+1 / (sqrt(2) + 1) = -+0.41421;
+    # without it, -+1 / sqrt(2) = -+0.70711. Diversity constant: its term is 0.
+    q, d = np.array([0.0, 2e-6]), np.array([0.5, 0.5])
+    z = 1 / (np.sqrt(2) + 1)
+    got = separately_normalized(q, d, diversity_weight=1.0, epsilon=1e-6)
+    np.testing.assert_allclose(got, [-z, z], rtol=1e-12)
+    # epsilon 1 on a std of sqrt(2): 1 / (sqrt(2) + 1) again, at an ordinary scale
+    got = separately_normalized(np.array([0.0, 2.0]), d, diversity_weight=1.0, epsilon=1.0)
+    np.testing.assert_allclose(got, [-z, z], rtol=1e-12)
+
+
 def test_gdpo_whitens_the_batch_and_keeps_groups_centred():
     s = validate_darling({"fusion": "gdpo", "floor": 0.0}).settings()
     texts = ["a", "a", "b", "c", "d", "d"]

@@ -11,7 +11,7 @@ import pytest
 
 from darling_nemo.judges.cross_encoder import SequenceClassifier
 from darling_nemo.judges.node_server import server_command
-from darling_nemo.judges.prefix_cache import PrefixCache, is_causal_classifier
+from darling_nemo.judges.prefix_cache import PrefixCache, is_causal_classifier, shared_prefix
 from darling_nemo.judges.serve_flags import LAST_POOLING, caching_args
 from darling_nemo.judges.templates import PairFormatter
 from darling_nemo.judges.tiny import WORDS, save_tiny_classifier
@@ -85,6 +85,18 @@ def test_a_small_cache_forgets_the_least_recently_used_inputs(qwen3):
     cache.probs(ids[:5])
     assert len(cache.entries) == 2
     assert list(cache.entries)[-1] == tuple(ids[4])
+
+
+def test_a_cache_hit_makes_an_input_recently_used(qwen3):
+    # Pairs 0 and 1 share the first response `CLS a0 SEP`; pair 7 starts with a1. Cached in
+    # the order 0, 7, pair 1 reuses pair 0's blocks: pair 0 is then the most recently used,
+    # so the full cache of two forgets pair 7 (first in, first out would forget pair 0).
+    ids = pair_ids(qwen3, group(4))
+    cache = PrefixCache(qwen3.model, block_tokens=BLOCK, capacity=2)
+    cache.probs([ids[0], ids[7]])
+    _, hit = cache.logits_and_hit(ids[1])
+    assert hit >= BLOCK and hit <= shared_prefix(ids[0], ids[1])
+    assert list(cache.entries) == [tuple(ids[0]), tuple(ids[1])]
 
 
 def test_an_encoder_is_not_cached(tmp_path):
