@@ -337,6 +337,22 @@ start_classifiers() {
 # Ray
 # ---------------------------------------------------------------------------------------------
 
+# SECRET_UNSETS (array): `-u NAME` for env(1), for every exported variable whose name marks
+# a secret (as darling_nemo/judges/auth.py's is_secret_name). Ray's workers inherit the
+# environment of `ray start`, and NeMo-RL copies a worker's environment into the runtime_env
+# of the workers it builds there, which Ray's state lists: Ray starts without them.
+secret_unsets() {
+  local name upper pattern='(^|_)TOKENS?(_|$)|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|(^|_)KEY(_|$)'
+  SECRET_UNSETS=()
+  while read -r name; do
+    upper=${name^^}
+    if [[ "$name" =~ ^(WANDB_API_KEY|HF_TOKEN|HUGGING_FACE_HUB_TOKEN|DARLING_JUDGE_TOKEN)$ ]] ||
+      [[ "$upper" != *_FILE && "$upper" =~ $pattern ]]; then
+      SECRET_UNSETS+=(-u "$name")
+    fi
+  done < <(compgen -e)
+}
+
 # Ray head on NODES[0], one worker per other node, each in its container; waits until the
 # cluster has all its GPUs. Ray 2.46 has no authentication: its ports (6379 and the ones
 # each node opens) are reachable by whoever reaches the nodes (docs/cluster.md, Security);
@@ -345,8 +361,9 @@ start_ray() {
   local num_nodes=$1 gpus=$2 visible=$3
   local head=${NODES[0]} port=${RAY_PORT:-6379}
   RAY_HEAD_ADDRESS="$(node_address "$head"):$port"
-  local env_prefix=()
-  [[ -n "$visible" ]] && env_prefix=(env "CUDA_VISIBLE_DEVICES=$visible")
+  secret_unsets
+  local env_prefix=(env "${SECRET_UNSETS[@]}")
+  [[ -n "$visible" ]] && env_prefix+=("CUDA_VISIBLE_DEVICES=$visible")
   local common=(--num-gpus="$gpus" --disable-usage-stats --block)
   container_srun "$head" "$(container_name head)" "$LOG_DIR/ray-head.log"
   run_bg ray-head "${SRUN[@]}" "${env_prefix[@]}" ray start --head \

@@ -248,6 +248,11 @@ def assert_servers_check_the_token(cluster, res, bind: str | None = None) -> Non
     roles = by_role(res.stdout)
     for _, _, head in roles.get("head", []):
         assert "--include-dashboard=false" in head
+    for _, _, ray in roles.get("head", []) + roles.get("worker", []):
+        # Ray's workers inherit `ray start`'s environment: no secret in it
+        start = ray.index("ray")
+        assert ray[0] == "env" and ray[1:start].count("-u") >= 2, ray
+        assert {"WANDB_API_KEY", "DARLING_JUDGE_TOKEN"} <= set(ray[1:start]), ray
     ((_, node, cmd),) = roles["classifiers"]
     host = bind or f"10.0.0.{int(node[-3:])}"
     assert f"host={host}" in cmd
@@ -539,7 +544,7 @@ def test_classifiers_on_spare_gpus_of_a_one_node_run(cluster):
     assert res.returncode == 0, res.stderr
     roles = by_role(res.stdout)
     ((_, node, head_cmd),) = roles["head"]
-    assert head_cmd[:2] == ["env", "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5"]
+    assert head_cmd[0] == "env" and "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5" in head_cmd
     assert "--num-gpus=6" in head_cmd and "worker" not in roles
     ((_, clf_node, clf_cmd),) = roles["classifiers"]
     assert clf_node == node == "gpu-001" and "gpus=[6,7]" in clf_cmd
