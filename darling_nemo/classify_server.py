@@ -16,6 +16,10 @@ can start either (its `executable` setting). The protocol mirrors vLLM 0.10:
     max_model_len), which `judges.served.probe_served_judge` reads at start-up,
     GET /metrics (vLLM's prefix-cache counters, in tokens, Prometheus text)
 
+With `--middleware darling_nemo.judges.auth.BearerTokenAuth` (the flag vLLM takes for the
+same middleware) every path but /health needs `Authorization: Bearer <token>`, the token
+from DARLING_JUDGE_TOKEN or DARLING_JUDGE_TOKEN_FILE (judges/auth.py); else 401.
+
 Prefix caching follows vLLM 0.10.0's rule for a classify server: on for a causal classifier
 served with `--override-pooler-config '{"pooling_type":"LAST"}'` (unless
 `--no-enable-prefix-caching`), off otherwise and always for encoders. When on, an input
@@ -47,6 +51,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from darling_nemo.judges import auth
 from darling_nemo.judges.cross_encoder import SequenceClassifier
 from darling_nemo.judges.prefix_cache import BLOCK_TOKENS, PrefixCache, is_causal_classifier
 from darling_nemo.schema import CrossEncoderJudgeConfig
@@ -181,6 +186,24 @@ def classify_body(
     }
 
 
+def token_check(token: str | None) -> Any:
+    """The aiohttp middleware that answers 401 unless a request carries the token, as
+    judges.auth.BearerTokenAuth does in vLLM (every path but /health); None: no check."""
+
+    @web.middleware
+    async def require_token(request: web.Request, handler: Any) -> web.StreamResponse:
+        given = request.headers.getall("Authorization", [])
+        if token is None or auth.authorized(
+            request.path, given[0] if len(given) == 1 else None, token
+        ):
+            return await handler(request)
+        return web.json_response(
+            auth.UNAUTHORIZED_BODY, status=401, headers={"WWW-Authenticate": "Bearer"}
+        )
+
+    return require_token
+
+
 def make_app(
     classifier: SequenceClassifier,
     served_name: str,
@@ -189,6 +212,7 @@ def make_app(
     model_path: str | None = None,  # what /v1/models reports as `root`; None: served_name
     die_at_classify: int | None = None,  # failure drills: crash when request N arrives
     prefix_cache: PrefixCache | None = None,
+    token: str | None = None,  # every path but /health needs it (judges/auth.py); None: open
 ) -> web.Application:
     batcher = Batcher(classifier, max_batch_size, prefix_cache)
     received = 0
@@ -250,7 +274,7 @@ def make_app(
         task.cancel()
         batcher.executor.shutdown(wait=False, cancel_futures=True)
 
-    app = web.Application(client_max_size=256 * 1024 * 1024)
+    app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[token_check(token)])
     app.router.add_post("/classify", classify)
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
@@ -315,6 +339,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="vLLM's flag, accepted so the same command line runs here; no scheduler: ignored",
     )
     p.add_argument(
+        "--middleware",
+        action="append",
+        default=[],
+        help=f"vLLM's flag; {auth.MIDDLEWARE} (the only one taken) checks the job's token",
+    )
+    p.add_argument(
         "--die-at-classify",
         type=int,
         default=None,
@@ -331,6 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"classify_server: --block-size must be at least 1, got {args.block_size}",
             file=sys.stderr,
         )
+        return 2
+    unknown = sorted(set(args.middleware) - {auth.MIDDLEWARE})
+    if unknown:
+        print(
+            f"classify_server: --middleware {unknown[0]}: only {auth.MIDDLEWARE}", file=sys.stderr
+        )
+        return 2
+    try:
+        token = auth.required_token() if args.middleware else None
+    except auth.TokenError as err:
+        print(f"classify_server: {err}", file=sys.stderr)
         return 2
     try:
         classifier = SequenceClassifier(args.model, args.device, args.dtype)
@@ -350,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.model,
         args.die_at_classify,
         cache,
+        token,
     )
     print(
         f"classify_server: {args.model} as {name!r} on {classifier.device}, "

@@ -12,6 +12,13 @@ endpoint list in the form `darling.judge.endpoints` takes (and writes it to
 `endpoints_file`), then stays in the foreground: if one server dies the others are stopped
 and the command fails; SIGTERM/SIGINT stop them all. Settings: `ClassifierServersConfig`
 in darling_nemo/schema/classifier.py, from `--config` and `key=value` overrides.
+
+Every server checks one token (`--middleware darling_nemo.judges.auth.BearerTokenAuth`,
+judges/auth.py): DARLING_JUDGE_TOKEN (or DARLING_JUDGE_TOKEN_FILE) when set, as the
+cluster jobs set it; else a new one, written to a file only you can read, whose path is
+printed (clients: DARLING_JUDGE_TOKEN_FILE=that path) and which is removed when the servers
+stop. The servers listen on `host`: by default this machine's address (its hostname's),
+not every interface.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from darling_nemo.config import command_parser, exits_on_config_error, load_validated
+from darling_nemo.judges import auth
 from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.schema import ClassifierServersConfig
 
@@ -48,16 +57,40 @@ def server_commands(cfg: ClassifierServersConfig) -> list[tuple[dict[str, str], 
             "--dtype",
             cfg.dtype,
             "--host",
-            cfg.host,
+            listen_host(cfg),
             "--port",
             str(cfg.base_port + k),
             "--served-model-name",
             f"{cfg.served_model_name_prefix}{k}",
+            "--middleware",  # the token on every path but /health
+            auth.MIDDLEWARE,
             *caching_args(cfg.model, cfg.extra_args),
             *cfg.extra_args,
         ]
         commands.append(({"CUDA_VISIBLE_DEVICES": str(gpu)}, argv))
     return commands
+
+
+def listen_host(cfg: ClassifierServersConfig) -> str:
+    """`host`, or this machine's address on the network its hostname resolves to (the
+    address a driver on another node reaches), 127.0.0.1 where the name does not resolve."""
+    if cfg.host is not None:
+        return cfg.host
+    try:
+        return socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)[0][4][0]
+    except (OSError, IndexError):
+        return "127.0.0.1"
+
+
+def server_token() -> tuple[str, Path | None]:
+    """The servers' token and, when it is new, the 0600 file (in a new private folder)
+    that holds it for the clients."""
+    token = auth.job_token()
+    if token is not None:
+        return token, None
+    token = auth.new_token()
+    folder = Path(tempfile.mkdtemp(prefix="darling-serve-"))  # mode 0700
+    return token, auth.write_token_file(folder / "judge_token", token)
 
 
 def endpoints(cfg: ClassifierServersConfig) -> list[dict[str, str]]:
@@ -80,7 +113,8 @@ def wait_ready(
     cfg: ClassifierServersConfig, procs: list[subprocess.Popen], deadline: float
 ) -> None:
     """Poll every server's /health until all answer; raise if one exits or time runs out."""
-    local = "127.0.0.1" if cfg.host in ("0.0.0.0", "::") else cfg.host
+    host = listen_host(cfg)
+    local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     waiting = {k: f"http://{local}:{cfg.base_port + k}/health" for k in range(len(procs))}
     while waiting:
         for k, url in list(waiting.items()):
@@ -137,6 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     procs: list[subprocess.Popen] = []
+    token, token_file = server_token()
+    if token_file is not None:
+        print(
+            f"darling-serve-classifiers: no {auth.TOKEN_ENV} given: the servers' token is in "
+            f"{token_file} (mode 0600, removed when they stop); clients: "
+            f"{auth.TOKEN_FILE_ENV}={token_file}",
+            flush=True,
+        )
 
     def on_signal(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
@@ -150,7 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 out = open(Path(cfg.log_dir) / f"classifier_{k}.log", "ab")  # noqa: SIM115
             procs.append(
                 subprocess.Popen(
-                    command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+                    command,
+                    env={**os.environ, **env, auth.TOKEN_ENV: token},
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
                 )
             )
         wait_ready(cfg, procs, time.monotonic() + cfg.ready_timeout_s)
@@ -172,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         stop(procs)
+        if token_file is not None:
+            token_file.unlink(missing_ok=True)
+            token_file.parent.rmdir()
 
 
 if __name__ == "__main__":

@@ -66,13 +66,15 @@ check_bg() {
   done
 }
 
-# Stop only the steps this script started, by PID, keeping the exit status.
+# Stop only the steps this script started, by PID, keeping the exit status; remove the
+# token file a serve_classifiers job wrote.
 cleanup() {
   local rc=$? name
   for name in "${!BG_PIDS[@]}"; do
     kill "${BG_PIDS[$name]}" 2>/dev/null || true
   done
   wait 2>/dev/null || true
+  [[ -n "${TOKEN_FILE_TO_REMOVE:-}" ]] && rm -f "$TOKEN_FILE_TO_REMOVE"
   exit "$rc"
 }
 
@@ -267,12 +269,47 @@ run_plan() {
 # Classifier servers
 # ---------------------------------------------------------------------------------------------
 
+# The job's secret (darling_nemo/judges/auth.py): every classifier server it starts refuses
+# a request without it, and its driver sends it. Made here from /dev/urandom, exported (srun
+# --export=ALL puts it in every step's environment, which only this user can read), never
+# printed, never on a command line (ps and the job log show those). A token given to the
+# job (its submitter's environment) is not reused: each job has its own.
+make_job_token() {
+  unset DARLING_JUDGE_TOKEN_FILE
+  DARLING_JUDGE_TOKEN=$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+  [[ ${#DARLING_JUDGE_TOKEN} -ge 40 ]] || die "could not make the job's token from /dev/urandom"
+  export DARLING_JUDGE_TOKEN
+}
+
+# Writes the job's token to FILE, readable by this user only (printf is a shell builtin: the
+# token is on no command line), for training jobs that use this job's servers.
+write_job_token() {
+  local file=$1
+  if is_dry_run; then
+    log "dry run: the servers' token would be written to $file (mode 0600)"
+    return 0
+  fi
+  (
+    umask 077
+    rm -f "$file"
+    printf '%s\n' "$DARLING_JUDGE_TOKEN" >"$file"
+  ) || die "cannot write the servers' token to $file"
+}
+
+# Where the classifier servers listen: the node's address on the network the driver reaches
+# it by (what its SLURM name resolves to), not every interface; CLASSIFIER_BIND_HOST (a site
+# value) overrides it, e.g. 0.0.0.0 where the driver reaches the node by another network.
+classifier_bind_host() {
+  echo "${CLASSIFIER_BIND_HOST:-$(node_address "$1")}"
+}
+
 # Starts darling-serve-classifiers on `node` for GPUs given as "0,1,..." and sets ENDPOINTS.
 start_classifiers() {
   local node=$1 gpus=$2 port=${CLASSIFIER_BASE_PORT:-8000} model=$3
   local endpoints_file="$LOG_DIR/classifier_endpoints.yaml"
   local serve=(python -m darling_nemo.serve_classifiers "model=$model" "gpus=[$gpus]" "base_port=$port"
-    "advertise_host=$node" "log_dir=$LOG_DIR/classifiers" "endpoints_file=$endpoints_file")
+    "host=$(classifier_bind_host "$node")" "advertise_host=$node" "log_dir=$LOG_DIR/classifiers"
+    "endpoints_file=$endpoints_file")
   container_srun "$node" "$(container_name classifiers)" "$LOG_DIR/classifiers.log"
   run_bg classifiers "${SRUN[@]}" "${serve[@]}"
   local urls=() k count
@@ -300,18 +337,38 @@ start_classifiers() {
 # Ray
 # ---------------------------------------------------------------------------------------------
 
+# SECRET_UNSETS (array): `-u NAME` for env(1), for every exported variable whose name marks
+# a secret (as darling_nemo/judges/auth.py's is_secret_name). Ray's workers inherit the
+# environment of `ray start`, and NeMo-RL copies a worker's environment into the runtime_env
+# of the workers it builds there, which Ray's state lists: Ray starts without them.
+secret_unsets() {
+  local name upper pattern='(^|_)TOKENS?(_|$)|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|(^|_)KEY(_|$)'
+  SECRET_UNSETS=()
+  while read -r name; do
+    upper=${name^^}
+    if [[ "$name" =~ ^(WANDB_API_KEY|HF_TOKEN|HUGGING_FACE_HUB_TOKEN|DARLING_JUDGE_TOKEN)$ ]] ||
+      [[ "$upper" != *_FILE && "$upper" =~ $pattern ]]; then
+      SECRET_UNSETS+=(-u "$name")
+    fi
+  done < <(compgen -e)
+}
+
 # Ray head on NODES[0], one worker per other node, each in its container; waits until the
-# cluster has all its GPUs.
+# cluster has all its GPUs. Ray 2.46 has no authentication: its ports (6379 and the ones
+# each node opens) are reachable by whoever reaches the nodes (docs/cluster.md, Security);
+# its dashboard, which would serve Ray's state and a job API over HTTP, is off.
 start_ray() {
   local num_nodes=$1 gpus=$2 visible=$3
   local head=${NODES[0]} port=${RAY_PORT:-6379}
   RAY_HEAD_ADDRESS="$(node_address "$head"):$port"
-  local env_prefix=()
-  [[ -n "$visible" ]] && env_prefix=(env "CUDA_VISIBLE_DEVICES=$visible")
+  secret_unsets
+  local env_prefix=(env "${SECRET_UNSETS[@]}")
+  [[ -n "$visible" ]] && env_prefix+=("CUDA_VISIBLE_DEVICES=$visible")
   local common=(--num-gpus="$gpus" --disable-usage-stats --block)
   container_srun "$head" "$(container_name head)" "$LOG_DIR/ray-head.log"
   run_bg ray-head "${SRUN[@]}" "${env_prefix[@]}" ray start --head \
-    --node-ip-address="${RAY_HEAD_ADDRESS%:*}" --port="$port" "${common[@]}"
+    --node-ip-address="${RAY_HEAD_ADDRESS%:*}" --port="$port" --include-dashboard=false \
+    "${common[@]}"
   local i
   for ((i = 1; i < num_nodes; i++)); do
     container_srun "${NODES[$i]}" "$(container_name "worker-$i")" "$LOG_DIR/ray-worker-$i.log"
@@ -404,9 +461,15 @@ darling_serve_classifiers() {
   read_nodes
   [[ ${#NODES[@]} -gt 0 ]] || NODES=(node001)
   [[ ${#NODES[@]} -eq 1 ]] || die "serve_classifiers runs on one node; the allocation has ${#NODES[@]}"
+  make_job_token
+  local token_file=$LOG_DIR/judge_token
+  write_job_token "$token_file"
+  is_dry_run || TOKEN_FILE_TO_REMOVE=$token_file
   start_classifiers "${NODES[0]}" "$(seq -s, 0 $((${CLASSIFIER_GPUS:-$GPUS_PER_NODE} - 1)))" \
     "$CLASSIFIER_MODEL"
-  log "endpoints for training jobs: CLASSIFIER_ENDPOINTS=$ENDPOINTS"
+  log "endpoints for training jobs: CLASSIFIER_ENDPOINTS=$ENDPOINTS" \
+    "DARLING_JUDGE_TOKEN_FILE=$token_file (the servers' token, readable by you only; removed" \
+    "when this job ends)"
   is_dry_run && return 0
   # Serve until the job ends (time limit or scancel); fail if the servers die.
   local rc=0

@@ -160,8 +160,17 @@ place_classifiers() {
   RAY_VISIBLE=""
   case "$placement" in
     none) log "judge '$CFG_JUDGE_KIND': no classifier servers" ;;
-    external) ENDPOINTS=$CLASSIFIER_ENDPOINTS ;;
+    external)
+      # another job's servers: their token, from the file that job wrote (its log names it)
+      unset DARLING_JUDGE_TOKEN
+      require DARLING_JUDGE_TOKEN_FILE "the token file of the serve_classifiers job whose servers CLASSIFIER_ENDPOINTS names (that job's log prints both)"
+      is_dry_run || [[ -r "$DARLING_JUDGE_TOKEN_FILE" ]] ||
+        die "DARLING_JUDGE_TOKEN_FILE=$DARLING_JUDGE_TOKEN_FILE: no such readable file"
+      export DARLING_JUDGE_TOKEN_FILE
+      ENDPOINTS=$CLASSIFIER_ENDPOINTS
+      ;;
     node)
+      make_job_token
       local all
       all=$(seq -s, 0 $((${CLASSIFIER_GPUS:-$GPUS_PER_NODE} - 1)))
       start_classifiers "${NODES[$CFG_NUM_NODES]}" "$all" "${CLASSIFIER_MODEL:-$CFG_CLASSIFIER_MODEL}"
@@ -172,6 +181,7 @@ place_classifiers() {
         die "CLASSIFIER_PLACEMENT=gpus needs cluster.num_nodes=1 and cluster.gpus_per_node" \
           "below the node's $GPUS_PER_NODE GPUs (got $CFG_NUM_NODES x $CFG_GPUS_PER_NODE)"
       RAY_VISIBLE=$(seq -s, 0 $((CFG_GPUS_PER_NODE - 1)))
+      make_job_token
       start_classifiers "${NODES[0]}" "$(seq -s, "$CFG_GPUS_PER_NODE" $((GPUS_PER_NODE - 1)))" \
         "${CLASSIFIER_MODEL:-$CFG_CLASSIFIER_MODEL}"
       ;;

@@ -12,7 +12,13 @@ import pytest
 from helpers import REPO
 
 from darling_nemo.config import load_config
-from darling_nemo.rehearsal.contract_classifier import classifier_hf_config, job, run
+from darling_nemo.judges.auth import MIDDLEWARE
+from darling_nemo.rehearsal.contract_classifier import (
+    classifier_hf_config,
+    job,
+    middleware_problem,
+    run,
+)
 from darling_nemo.rehearsal.contract_vllm import sources
 
 CONF = REPO / "conf"
@@ -49,6 +55,24 @@ def test_a_launching_config_is_checked_with_its_own_server_command():
     # the config sets launch.max_model_len, so a budget refusal names that key
     assert one["max_len_key"].startswith("darling.judge.launch.max_model_len=")
     assert one["judge_max_length"] == 4096  # qwen3_math
+
+
+@pytest.mark.parametrize(
+    "config", ["wildchat_llama70b_darling.yaml", "math_qwen3_1p7b_1node_darling.yaml"]
+)
+def test_every_server_command_checks_the_jobs_token(config):
+    # the .sub jobs' darling-serve-classifiers and the recipe's own server
+    args = job(load_config(CONF / config))["serve_args"]
+    assert args[args.index("--middleware") + 1] == MIDDLEWARE
+
+
+def test_the_contract_refuses_a_server_without_the_token_middleware():
+    assert middleware_problem([MIDDLEWARE]) == ""
+    assert middleware_problem([]) == (
+        f"the server has no `--middleware {MIDDLEWARE}`: it would answer /classify without "
+        "the job's token"
+    )
+    assert middleware_problem(None) == "vLLM 0.10.0's serve parser has no --middleware list"
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.judges import JudgeError
+from darling_nemo.judges import JudgeError, auth
 from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.schema import (
     DarlingConfig,
@@ -94,6 +94,8 @@ def server_command(launch: NodeServerConfig) -> tuple[dict[str, str], list[str]]
         str(launch.port),
         "--gpu-memory-utilization",
         str(launch.gpu_memory_utilization),
+        "--middleware",  # the job's token on every path but /health (judges/auth.py)
+        auth.MIDDLEWARE,
     ]
     if launch.max_model_len is not None:
         argv += ["--max-model-len", str(launch.max_model_len)]
@@ -188,8 +190,14 @@ def node_classifier_server(
     launch: NodeServerConfig, log: Path, announce: bool = True
 ) -> Iterator[subprocess.Popen]:
     """The server, running and healthy, for the `with` block; stopped when it ends, however
-    it ends (exception, Ctrl-C, SIGTERM; a SIGKILLed parent via PR_SET_PDEATHSIG)."""
+    it ends (exception, Ctrl-C, SIGTERM; a SIGKILLed parent via PR_SET_PDEATHSIG).
+
+    Its token: the one this process was given (DARLING_JUDGE_TOKEN or _FILE), else a new
+    one, put in this process's environment for the driver's served judge and handed to the
+    server through its environment (never its command line)."""
     env, argv = server_command(launch)
+    token = auth.job_token() or auth.new_token()
+    os.environ[auth.TOKEN_ENV] = token
     log.parent.mkdir(parents=True, exist_ok=True)
     if announce:
         print(f"classifier server: {shlex.join(argv)} (log: {log})", flush=True)
@@ -198,7 +206,7 @@ def node_classifier_server(
             try:
                 proc = subprocess.Popen(
                     argv,
-                    env={**os.environ, **env},
+                    env={**os.environ, **env, auth.TOKEN_ENV: token},
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,

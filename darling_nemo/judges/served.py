@@ -25,6 +25,9 @@ Start-up: `probe_served_judge` checks every endpoint in seconds (reachable, heal
 the configured model, answering /classify) and names each bad one, so a typo in a URL or a
 model name fails before a training job's long set-up rather than at its first step.
 
+Every request carries this job's token (judges/auth.py); a 401 (a server of another job)
+fails the probe, or the call, at once with one line saying so.
+
 Failures: a connection error, timeout, 5xx/404 status or malformed reply takes the endpoint
 out of rotation for `endpoint_cooldown_s` and the request is retried elsewhere after an
 exponential backoff (a wait that the call's deadline cut below `request_timeout_s` is not
@@ -58,7 +61,7 @@ from typing import Any
 import aiohttp
 
 from darling_nemo.core import PairJudge
-from darling_nemo.judges import JudgeError
+from darling_nemo.judges import JudgeError, auth
 from darling_nemo.judges.templates import PairFormatter
 from darling_nemo.plan import resolve_architecture
 from darling_nemo.schema import PAIR_TEMPLATES, ServedJudgeConfig
@@ -82,6 +85,10 @@ class _NoReply(_EndpointFailure):
 
 class _BadRequest(Exception):
     """The request's fault (HTTP 400): no endpoint will accept it."""
+
+
+class _Refused(_BadRequest):
+    """HTTP 401: the server holds another token (another job's)."""
 
 
 @dataclass
@@ -186,6 +193,7 @@ class ServedJudge:
             tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
         self.formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
         self.endpoints = [_Endpoint(e.url, e.model) for e in cfg.endpoints]
+        self.headers = auth.bearer_header(auth.job_token())
         self.affinity = (
             cfg.prefix_affinity
             if cfg.prefix_affinity is not None
@@ -310,6 +318,8 @@ class ServedJudge:
         for (members,), result in zip(work, results, strict=True):
             outcomes = result if isinstance(result, list) else [(members, result)]
             for indices, outcome in outcomes:
+                if isinstance(outcome, _Refused):
+                    raise ServedJudgeError(f"served judge: {outcome}")
                 if isinstance(outcome, _BadRequest):
                     raise ServedJudgeError(
                         f"served judge: the server rejected a request: {outcome}. Over-long "
@@ -436,6 +446,7 @@ class ServedJudge:
             async with session.post(
                 f"{endpoint.url}/classify",
                 json=payload,
+                headers=self.headers,
                 timeout=aiohttp.ClientTimeout(total=max(timeout, 1e-3)),
             ) as resp:
                 body = await resp.text()
@@ -444,6 +455,8 @@ class ServedJudge:
             raise _NoReply(f"no reply within {timeout:.1f}s") from None
         except aiohttp.ClientError as err:
             raise _EndpointFailure(f"{type(err).__name__}: {err}") from None
+        if status == 401:
+            raise _Refused(auth.refusal(endpoint.url))
         if status == 400:
             raise _BadRequest(f"{endpoint.url}: HTTP 400: {body[:300]}")
         if status != 200:
@@ -481,7 +494,7 @@ def probe_served_judge(
 
     async def probe_all() -> list[str | None]:
         # trust_env=False (the default) as the judge's own session: proxies are not used
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=auth.bearer_header(auth.job_token())) as session:
             checks = [
                 _probe_endpoint(session, e.url, e.model, probe_text, timeout_s)
                 for e in config.endpoints
@@ -491,6 +504,9 @@ def probe_served_judge(
     # A thread of its own, so this works from inside a running event loop too.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="served-judge-probe") as pool:
         problems = pool.submit(asyncio.run, probe_all()).result()
+    for problem in problems:
+        if problem is not None and problem.startswith(auth.REFUSAL_START):
+            raise ServedJudgeError(problem)  # one line: nothing else matters until it is fixed
     bad = [
         f"  {key_path}[{k}] {endpoint.url}: {problem}"
         for k, (endpoint, problem) in enumerate(zip(config.endpoints, problems, strict=True))
@@ -521,6 +537,8 @@ async def _probe_endpoint(
             step = "GET /v1/models"
             async with session.get(f"{url}/v1/models") as resp:
                 body = await resp.text()
+                if resp.status == 401:
+                    return auth.refusal(url)
                 if resp.status != 200:
                     return f"{step}: HTTP {resp.status}: {body[:200]}"
             try:
@@ -534,6 +552,8 @@ async def _probe_endpoint(
             payload = classify_payload([probe_text], model)
             async with session.post(f"{url}/classify", json=payload) as resp:
                 body = await resp.text()
+                if resp.status == 401:
+                    return auth.refusal(url)
                 if resp.status != 200:
                     return f"{step} of one pair: HTTP {resp.status}: {body[:200]}"
             parse_reply(body, 1)

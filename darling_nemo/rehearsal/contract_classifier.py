@@ -15,7 +15,10 @@ new, untrained score layer), a head without 2 labels (the judge reads P(similar)
 `probs[-1]` of label 1), a server whose `max_model_len` is below the template's budget, and
 a causal classifier served without prefix caching (vLLM 0.10.0 turns it on for a classify
 server only with LAST pooling: `judges.serve_flags`); a bidirectional one (ModernBERT) has
-no prefix to reuse, and its verdict says caching is off.
+no prefix to reuse, and its verdict says caching is off. The command line must carry
+`--middleware darling_nemo.judges.auth.BearerTokenAuth` (the job's token on every request),
+parsed by vLLM's parser into the list its server applies, and the path must import to a
+class (vLLM adds a class with `app.add_middleware`).
 
 Replaced, besides what contract_vllm replaces (the GPU, `vllm._C`): flash-attention's
 Triton rotary kernel, which vLLM's model modules import and only a forward pass uses, and
@@ -47,6 +50,7 @@ CODE = [
     PACKAGE / "judges" / "served.py",
     PACKAGE / "classify_server.py",
     PACKAGE / "judges" / "serve_flags.py",
+    PACKAGE / "judges" / "auth.py",
 ]
 LABELS = 2  # label 1 = similar; the served judge reads probs[-1]
 PROBE_PROBS = [0.25, 0.75]
@@ -245,6 +249,8 @@ def _check_one(one: dict[str, Any], workdir: Path) -> str:
         validate_parsed_serve_args(args)
     except (_Refused, TypeError, ValueError) as err:
         return f"FAIL {one['extra_key'] or args_key}: vLLM 0.10.0's serve parser: {err}"
+    if middleware := middleware_problem(getattr(args, "middleware", None)):
+        return f"FAIL {args_key}: {middleware}"
     args.model = args.model_tag  # as `vllm serve` does
     # vLLM picks its V0 or V1 engine per process and records the choice in the environment;
     # each server is its own process, so each job starts from the child's starting state.
@@ -290,17 +296,38 @@ def _check_one(one: dict[str, Any], workdir: Path) -> str:
     if caching.startswith("FAIL"):
         return caching
     served = args.served_model_name[0] if args.served_model_name else args.model
-    protocol = check_protocol(served)
-    if protocol:
+    if protocol := check_protocol(served):
         return f"FAIL darling.judge: {protocol}"
     how = "vLLM's own" if resolved == architecture else f"{resolved} + vLLM's classify adapter"
     return (
         f"PASS ({one['model']} as {one['where']} serve it: {architecture} ({how}), "
         f"{labels} labels, task classify on the {engine} engine, max_model_len {model_config.max_model_len} >= "
         f"the judge's {one['judge_max_length']}, dtype "
-        f"{str(model_config.dtype).removeprefix('torch.')}, {caching}; /classify request and "
-        "reply match vLLM 0.10.0's protocol)"
+        f"{str(model_config.dtype).removeprefix('torch.')}, {caching}, the job's token "
+        "checked by --middleware; /classify request and reply match vLLM 0.10.0's protocol)"
     )
+
+
+def middleware_problem(parsed: Any) -> str:
+    """'' when vLLM's parsed `--middleware` list holds the token middleware and its import
+    path resolves to a class, as vLLM 0.10.0's build_app imports it; else why not."""
+    import importlib
+    import inspect
+
+    from darling_nemo.judges.auth import MIDDLEWARE
+
+    if not isinstance(parsed, list):
+        return "vLLM 0.10.0's serve parser has no --middleware list"
+    if MIDDLEWARE not in parsed:
+        return (
+            f"the server has no `--middleware {MIDDLEWARE}`: it would answer /classify "
+            "without the job's token"
+        )
+    module, name = MIDDLEWARE.rsplit(".", 1)
+    imported = getattr(importlib.import_module(module), name, None)
+    if not inspect.isclass(imported):
+        return f"--middleware {MIDDLEWARE} does not import to a class"
+    return ""
 
 
 def prefix_caching(one: dict[str, Any], config: Any, args_key: str) -> str:

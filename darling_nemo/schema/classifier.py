@@ -25,7 +25,9 @@ class ClassifierServersConfig(Strict):
     model: str = "dogtooth/similarity-classifier-f168-hf"
     gpus: list[int] = Field(default_factory=lambda: list(range(8)), min_length=1)
     base_port: int = Field(8000, ge=1, le=65535)
-    host: str = "0.0.0.0"  # where the servers listen
+    # where the servers listen; None: this machine's address (its hostname's, which the
+    # driver reaches), not every interface; "0.0.0.0" only where a site asks for it
+    host: str | None = None
     advertise_host: str | None = None  # the name clients use; None: this machine's hostname
     served_model_name_prefix: str = "similarity_gpu_"
     dtype: str = "auto"

@@ -75,6 +75,14 @@ echo "sinfo $*" >>"$FAKE_LOG.sinfo"
 echo "${FAKE_GRES:-(null)}"
 """
 
+# The real base64, and what it printed for the test to read: the job's token is made from it
+# (slurm/common.sh: make_job_token, '+/' -> '-_', '=' dropped).
+TOKEN_BASE64 = """#!/usr/bin/env bash
+out=$(PATH=/usr/bin:/bin base64 "$@")
+printf '%s\\n' "$out" >>"$TOKEN_SEEN"
+printf '%s\\n' "$out"
+"""
+
 FAIL_SRUN = """#!/usr/bin/env bash
 echo "srun called in a dry run: $*" >&2
 exit 99
@@ -92,6 +100,7 @@ def cluster(tmp_path):
         ("squeue", FAKE_SQUEUE),
         ("sinfo", FAKE_SINFO),
         ("srun", FAIL_SRUN),
+        ("base64", TOKEN_BASE64),
     ]:
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -104,6 +113,7 @@ def cluster(tmp_path):
         "PYTHONPATH": str(REPO),
         "DARLING_PYTHON": sys.executable,
         "FAKE_LOG": str(tmp_path / "fake.log"),
+        "TOKEN_SEEN": str(tmp_path / "token_seen"),
         # site values
         "CONTAINER_IMAGE": IMAGE,
         "RESULTS_DIR": str(tmp_path / "results"),
@@ -218,6 +228,44 @@ def assert_recipe_accepts(driver_cmd: list[str]) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def job_tokens(cluster) -> list[str]:
+    """The tokens the jobs run so far made (what the fake base64 printed for them)."""
+    seen = cluster.path / "token_seen"
+    lines = seen.read_text().split() if seen.exists() else []
+    return [line.translate(str.maketrans("+/", "-_")).rstrip("=") for line in lines]
+
+
+def assert_servers_check_the_token(cluster, res, bind: str | None = None) -> None:
+    """The job made a token and shows it nowhere; its classifier servers listen on their
+    node's address (or `bind`, the site's), never 0.0.0.0 unless asked, and each vLLM server
+    command (darling-serve-classifiers' own dry run of the job's command) has the token's
+    --middleware; Ray's dashboard is off."""
+    text = res.stdout + res.stderr
+    (token,) = job_tokens(cluster)
+    assert len(token) >= 40 and token not in text
+    assert "DARLING_JUDGE_TOKEN=" not in text
+    assert ("0.0.0.0" in text) == (bind == "0.0.0.0")
+    roles = by_role(res.stdout)
+    for _, _, head in roles.get("head", []):
+        assert "--include-dashboard=false" in head
+    for _, _, ray in roles.get("head", []) + roles.get("worker", []):
+        # Ray's workers inherit `ray start`'s environment: no secret in it
+        start = ray.index("ray")
+        assert ray[0] == "env" and ray[1:start].count("-u") >= 2, ray
+        assert {"WANDB_API_KEY", "DARLING_JUDGE_TOKEN"} <= set(ray[1:start]), ray
+    ((_, node, cmd),) = roles["classifiers"]
+    host = bind or f"10.0.0.{int(node[-3:])}"
+    assert f"host={host}" in cmd
+    servers = run_python(*cmd[1:], "--dry-run", timeout=300)
+    assert servers.returncode == 0, servers.stderr
+    lines = [line for line in servers.stdout.splitlines() if " vllm serve " in line]
+    assert lines and all(
+        f"--host {host} " in line
+        and "--middleware darling_nemo.judges.auth.BearerTokenAuth" in line
+        for line in lines
+    ), lines
+
+
 def driver_overrides(cmd: list[str]) -> list[str]:
     i = cmd.index("--config")
     return cmd[i + 2 :]
@@ -291,6 +339,7 @@ def test_llama70b_dry_run_composes_the_whole_job(cluster):
     for _, node, cmd in workers:
         assert "--address=10.0.0.1:6379" in cmd
         assert f"--node-ip-address=10.0.0.{int(node[-3:])}" in cmd
+    assert_servers_check_the_token(cluster, res)
 
     # Containers: one image, the site mounts, the checkout's place in the image, per-job
     # container names (no state shared between jobs or restarts).
@@ -424,6 +473,7 @@ def test_other_jobs_dry_run(cluster, script, nodes, recipe, config, classifier, 
     assert "DARLING_JOB_END_EPOCH" not in roles["driver"][0][0]["export"]
     assert "no time limit reported by squeue: no save deadline" in res.stdout
     assert_recipe_accepts(drv_cmd)
+    assert_servers_check_the_token(cluster, res)
 
 
 def test_dry_run_without_an_allocation_pretends_nodes(cluster):
@@ -451,8 +501,15 @@ def test_grpo_baseline_with_external_classifiers(cluster):
         RUN_NAME="grpo70b",
         WANDB_API_KEY="",
     )
+    # the servers' token: the serve_classifiers job's file, named by the site
+    res = cluster.run("llama70b_wildchat.sub", env, "--dry-run", "grpo.max_num_steps=7")
+    assert res.returncode == 2 and "DARLING_JUDGE_TOKEN_FILE is not set: the token file" in (
+        res.stderr
+    )
+    env["DARLING_JUDGE_TOKEN_FILE"] = "/shared/classifiers/judge_token"
     res = cluster.run("llama70b_wildchat.sub", env, "--dry-run", "grpo.max_num_steps=7")
     assert res.returncode == 0, res.stderr
+    assert job_tokens(cluster) == []  # no token of its own: its servers are another job's
     roles = by_role(res.stdout)
     assert "classifiers" not in roles
     ((_, _, plan_cmd),) = roles["plan"]
@@ -487,7 +544,7 @@ def test_classifiers_on_spare_gpus_of_a_one_node_run(cluster):
     assert res.returncode == 0, res.stderr
     roles = by_role(res.stdout)
     ((_, node, head_cmd),) = roles["head"]
-    assert head_cmd[:2] == ["env", "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5"]
+    assert head_cmd[0] == "env" and "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5" in head_cmd
     assert "--num-gpus=6" in head_cmd and "worker" not in roles
     ((_, clf_node, clf_cmd),) = roles["classifiers"]
     assert clf_node == node == "gpu-001" and "gpus=[6,7]" in clf_cmd
@@ -580,6 +637,17 @@ def test_serve_classifiers_dry_run_is_accepted_by_darling_serve_classifiers(clus
     check = run_python(*cmd[1:], "--dry-run", timeout=300)
     assert check.returncode == 0, check.stderr
     assert check.stdout.count("--task classify") == 4
+    assert_servers_check_the_token(cluster, res)
+    # training jobs get the servers' token from a file only its user reads (never its value)
+    token_file = f"{env['RESULTS_DIR']}/classifiers-4242/slurm/4242-r0/judge_token"
+    assert f"DARLING_JUDGE_TOKEN_FILE={token_file}" in res.stdout
+    assert f"the servers' token would be written to {token_file} (mode 0600)" in res.stdout
+    # a site that asks for every interface gets it
+    env["CLASSIFIER_BIND_HOST"] = "0.0.0.0"
+    (cluster.path / "token_seen").unlink()
+    res = cluster.run("serve_classifiers.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert_servers_check_the_token(cluster, res, bind="0.0.0.0")
     del env["CLASSIFIER_MODEL"]
     res = cluster.run("serve_classifiers.sub", env, "--dry-run")
     assert res.returncode != 0 and "CLASSIFIER_MODEL is not set" in res.stderr

@@ -3,7 +3,9 @@
     python tests/judges/health_server.py serve MODE --task classify --host H --port P ...
 
 MODE ok: GET /health answers 200; never: it answers 503 forever; exit: exits with status 3
-before listening. Writes its pid and CUDA_VISIBLE_DEVICES (or "-") to $HEALTH_SERVER_RECORD.
+before listening. Writes its pid and CUDA_VISIBLE_DEVICES (or "-") to $HEALTH_SERVER_RECORD,
+and its command line and DARLING_JUDGE_TOKEN (the job's token, "-" if none) to that path +
+".token".
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ def main() -> int:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--gpu-memory-utilization", type=float, required=True)
     p.add_argument("--max-model-len", type=int)
+    p.add_argument("--middleware", action="append", default=[])
     args = p.parse_args()
     record = os.environ.get("HEALTH_SERVER_RECORD")
     if record:
         Path(record).write_text(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')}")
+        token = os.environ.get("DARLING_JUDGE_TOKEN", "-")
+        Path(record + ".token").write_text(" ".join(sys.argv) + "\n" + token)
     if args.mode == "exit":
         print("health_server: asked to fail at start", flush=True)
         return 3

@@ -685,10 +685,14 @@ def test_launcher_dry_run_prints_commands_and_endpoints(capsys):
 
     assert main(["model=/ckpt/clf", "gpus=[0,1]", "advertise_host=node7", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
+    # this machine's address (its hostname's), not every interface; the token's middleware
+    host = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)[0][4][0]
     assert out[0] == (
         "CUDA_VISIBLE_DEVICES=0 vllm serve /ckpt/clf --task classify --dtype auto "
-        "--host 0.0.0.0 --port 8000 --served-model-name similarity_gpu_0"
+        f"--host {host} --port 8000 --served-model-name similarity_gpu_0 "
+        "--middleware darling_nemo.judges.auth.BearerTokenAuth"
     )
+    assert "0.0.0.0" not in "\n".join(out)
     assert out[1].startswith("CUDA_VISIBLE_DEVICES=1 ") and "--port 8001" in out[1]
     override = out[-1].removeprefix("# override: darling.")
     section = validate_darling({"judge": {"kind": "served"}}).model_dump(mode="json")
@@ -715,8 +719,9 @@ def test_launcher_reads_the_shipped_config(capsys):
     assert "unknown key 'gpu'" in capsys.readouterr().err
 
 
-def test_launcher_runs_local_servers_and_stops_them(model_dir, reference, tmp_path):
+def test_launcher_runs_local_servers_and_stops_them(model_dir, reference, tmp_path, monkeypatch):
     base = two_free_ports()
+    monkeypatch.setenv("DARLING_JUDGE_TOKEN", "the-launchers-token-given-by-its-job")
     endpoints_file = tmp_path / "endpoints.yaml"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "darling_nemo.serve_classifiers", f"model={model_dir}",

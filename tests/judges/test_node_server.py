@@ -19,6 +19,7 @@ import pytest
 from helpers import REPO
 
 from darling_nemo.config import load_config
+from darling_nemo.judges import auth
 from darling_nemo.judges.node_server import (
     NodeServerError,
     choose_node_judge,
@@ -82,7 +83,25 @@ def wait_dead(pid: int, timeout_s: float = 60.0) -> bool:
 def record(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "record"
     monkeypatch.setenv("HEALTH_SERVER_RECORD", str(path))
+    # the recipe puts the run's token in its own environment: undone after each test
+    monkeypatch.setenv(auth.TOKEN_ENV, "set-by-the-test")
+    monkeypatch.delenv(auth.TOKEN_ENV)
     return path
+
+
+@pytest.mark.parametrize("given", [None, "a-token-the-user-gave-0123456789"])
+def test_the_server_gets_the_runs_token_in_its_environment_only(
+    tmp_path, record, given, monkeypatch
+):
+    if given:
+        monkeypatch.setenv(auth.TOKEN_ENV, given)
+    with node_classifier_server(launch(), tmp_path / "server.log", announce=False):
+        token = os.environ[auth.TOKEN_ENV]  # the driver's served judge reads it here
+        argv, seen = Path(f"{record}.token").read_text().split("\n")
+    assert seen == token
+    assert token == given if given else len(token) >= 40  # the user's, or a new one
+    assert token not in argv and f"--middleware {auth.MIDDLEWARE}" in argv
+    assert token not in (tmp_path / "server.log").read_text()
 
 
 # --- which judge runs ------------------------------------------------------------------------
@@ -150,7 +169,8 @@ def test_the_command_is_vllms():
     assert argv == [
         "vllm", "serve", "dogtooth/similarity-classifier-f168-hf", "--task", "classify",
         "--host", "127.0.0.1", "--port", "8000", "--gpu-memory-utilization", "0.06",
-        "--max-model-len", "8320", "--x",
+        "--middleware", "darling_nemo.judges.auth.BearerTokenAuth", "--max-model-len", "8320",
+        "--x",
     ]  # fmt: skip
     env, _ = server_command(NodeServerConfig(needs_gpu=False))
     assert env == {}  # a CPU stand-in keeps the caller's CUDA_VISIBLE_DEVICES

@@ -51,6 +51,39 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {name: str(root / name) for name in configs}
 
 
+NO_MIDDLEWARE_PORT = 8999  # the test's server commands on this port lack the token's flag
+
+
+def without_the_middleware(monkeypatch) -> list[tuple[str, list[str], str]]:
+    """The cases of a math and a chat server command line without `--middleware` (as a
+    command built by hand would be), and the verdict each must get."""
+    from darling_nemo.config import load_config
+    from darling_nemo.judges import node_server
+    from darling_nemo.judges.auth import MIDDLEWARE
+
+    server_command = node_server.server_command
+
+    def dropped(launch):
+        env, argv = server_command(launch)
+        if launch.port == NO_MIDDLEWARE_PORT:
+            at = argv.index("--middleware")
+            argv = argv[:at] + argv[at + 2 :]
+        return env, argv
+
+    monkeypatch.setattr(node_server, "server_command", dropped)
+    cases = []
+    for name in (MATH_1NODE, CHAT_1NODE):
+        overrides = [f"{LAUNCH}.port={NO_MIDDLEWARE_PORT}"]
+        one = contract_classifier.job(load_config(REPO / "conf" / name, overrides))
+        assert "--middleware" not in one["serve_args"]
+        verdict = (
+            f"FAIL {one['command_key']}: the server has no `--middleware {MIDDLEWARE}`: it "
+            "would answer /classify without the job's token"
+        )
+        cases.append((name, overrides, verdict))
+    return cases
+
+
 @pytest.mark.skipif(FOUND is None, reason=WHY)
 def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
     monkeypatch.delenv("CLASSIFIER_MODEL", raising=False)
@@ -101,6 +134,7 @@ def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
             f"FAIL {LAUNCH}.extra_args=['--dtype', 'fp8']: vLLM 0.10.0's serve parser: argument "
             "--dtype: invalid choice: 'fp8'",
         ),
+        *without_the_middleware(monkeypatch),
     ]
     for name, verdict in verdicts_of_every_config(contract_classifier.check_many, cases):
         if "outcome" in name:  # the rival judged by exact answers
@@ -108,6 +142,7 @@ def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
             continue
         assert verdict.startswith("PASS (dogtooth/"), verdict
         assert "2 labels, task classify" in verdict and "match vLLM 0.10.0's protocol" in verdict
+        assert "the job's token checked by --middleware" in verdict
         if name.startswith("wildchat"):  # ModernBERT runs on vLLM 0.10.0's V0 engine
             assert "ModernBertForSequenceClassification (vLLM's own)" in verdict, verdict
             assert "V0 engine" in verdict and "max_model_len 8192 >= the judge's 2048" in verdict
