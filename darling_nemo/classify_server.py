@@ -28,9 +28,13 @@ reuses the keys/values of the longest whole-block prefix it shares with a recent
 reused tokens, and the log line at exit and /metrics the totals.
 
 Each input text is tokenized with the tokenizer's own special tokens (vLLM's default), and
-inputs longer than the model are rejected (vLLM does the same). Concurrent requests are
-batched together (like vLLM's continuous batching): one worker drains the queue into
-forward passes of at most --max-batch-size texts. With --port 0 the OS picks a free port;
+inputs longer than the model are rejected (vLLM does the same). A hostile or broken client
+cannot stall the server: a body over --max-body-bytes (Content-Length, checked before a byte
+is read) and an input over max_model_len x MAX_CHARS_PER_TOKEN characters (checked before
+it is tokenized) are refused at once, as is a body of any other bad shape (not UTF-8, not
+JSON, nested too deeply, wrong types): each with 400 and vLLM's JSON error. Concurrent
+requests are batched together (like vLLM's continuous batching): one worker drains the queue
+into forward passes of at most --max-batch-size texts. With --port 0 the OS picks a free port;
 the line `READY http://host:port` on stdout says where.
 """
 
@@ -54,10 +58,31 @@ from aiohttp import web
 from darling_nemo.judges import auth
 from darling_nemo.judges.cross_encoder import SequenceClassifier
 from darling_nemo.judges.prefix_cache import BLOCK_TOKENS, PrefixCache, is_causal_classifier
-from darling_nemo.schema import CrossEncoderJudgeConfig
+from darling_nemo.schema import CrossEncoderJudgeConfig, ServedJudgeConfig
 from darling_nemo.schema_keys import choices
 
 Scored = tuple[np.ndarray, np.ndarray]  # probabilities, cached tokens per input
+
+# Tokenizing is the one step whose cost a client sets without bound: a 50 MB input took 71 s
+# of the classifier's one thread (every other request waited) and kept 3.7 GB, all to learn
+# that it is too long. So inputs are bounded in characters before they are tokenized. A
+# token of text or code spans about 4 characters; 32 is 8 times that, so an input refused
+# for its characters could not have fit the model, short of text made of runs that the
+# tokenizer maps to one token each (BERT's [UNK] for a word over 100 characters, runs of
+# spaces): such inputs are refused too.
+MAX_CHARS_PER_TOKEN = 32
+# The default body limit holds this many inputs of the model's full length at
+# MAX_CHARS_PER_TOKEN bytes a token: the served judge's largest request of short pairs.
+FULL_INPUTS_PER_BODY = ServedJudgeConfig.model_fields["pairs_per_request"].default
+
+
+def max_input_chars(max_model_len: int) -> int:
+    """The most characters an input may have to be tokenized at all."""
+    return max_model_len * MAX_CHARS_PER_TOKEN
+
+
+def default_max_body_bytes(max_model_len: int) -> int:
+    return FULL_INPUTS_PER_BODY * max_input_chars(max_model_len)
 
 
 def error_response(message: str, status: int, kind: str = "BadRequestError") -> web.Response:
@@ -123,11 +148,46 @@ class Batcher:
         return await future
 
 
-def request_texts(body: Any, served_name: str) -> list[str] | web.Response:
-    """The texts a /classify body asks for, or the error response vLLM gives."""
+async def request_body(request: web.Request, max_body_bytes: int) -> Any:
+    """The JSON a request carries, or the 400 response naming what is wrong with it. A body
+    announced (Content-Length) over the limit is refused before a byte of it is read; one
+    sent in chunks is cut off at the limit (the app's client_max_size)."""
+    announced = request.content_length
+    if announced is not None and announced > max_body_bytes:
+        return error_response(body_too_large(f"{announced} bytes", max_body_bytes), 400)
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return error_response(body_too_large("over the limit", max_body_bytes), 400)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = f"byte 0x{raw[err.start]:02x} at offset {err.start}"
+        return error_response(f"request body is not UTF-8 text: {where}", 400)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        where = f"line {err.lineno} column {err.colno}"
+        return error_response(f"request body is not valid JSON: {err.msg} ({where})", 400)
+    except RecursionError:  # e.g. 200,000 nested `[`: json gives up past Python's stack limit
+        return error_response("request body nests too deeply to parse", 400)
+
+
+def body_too_large(size: str, max_body_bytes: int) -> str:
+    return (
+        f"request body is {size}; this server takes at most {max_body_bytes} bytes "
+        "(classify_server --max-body-bytes)"
+    )
+
+
+def request_texts(body: Any, served_name: str, max_chars: int) -> list[str] | web.Response:
+    """The texts a /classify body asks for, or the error response vLLM gives. An input over
+    `max_chars` characters is refused here, before it is tokenized."""
     if not isinstance(body, dict):
         return error_response("request body must be a JSON object", 400)
     model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        return error_response(f"`model` must be a string, got {type(model).__name__}", 400)
     if model is not None and model != served_name:
         return error_response(f"The model `{model}` does not exist.", 404, "NotFoundError")
     texts = body.get("input")
@@ -137,7 +197,28 @@ def request_texts(body: Any, served_name: str) -> list[str] | web.Response:
         texts = [texts]
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         return error_response("`input` must be a string or a list of strings", 400)
+    for k, text in enumerate(texts):
+        if len(text) > max_chars:
+            return error_response(
+                f"input[{k}] has {len(text)} characters; this server tokenizes at most "
+                f"{max_chars} (its maximum context length x {MAX_CHARS_PER_TOKEN} characters "
+                "a token), so it cannot fit the model. Please reduce the length of the input.",
+                400,
+            )
     return texts
+
+
+def tokens_to_keep(body: dict[str, Any], max_model_len: int) -> int | web.Response | None:
+    """vLLM's `truncate_prompt_tokens`: keep the last k tokens (-1: the model's length);
+    None when absent; the 400 response when it is not such a number."""
+    keep = body.get("truncate_prompt_tokens")
+    if keep is None:
+        return None
+    if isinstance(keep, bool) or not isinstance(keep, int) or not (keep == -1 or keep > 0):
+        return error_response(
+            f"`truncate_prompt_tokens` must be a positive integer or -1, got {keep!r}", 400
+        )
+    return max_model_len if keep == -1 else keep
 
 
 def too_long_response(ids: list[list[int]], max_model_len: int) -> web.Response | None:
@@ -213,25 +294,29 @@ def make_app(
     die_at_classify: int | None = None,  # failure drills: crash when request N arrives
     prefix_cache: PrefixCache | None = None,
     token: str | None = None,  # every path but /health needs it (judges/auth.py); None: open
+    max_body_bytes: int | None = None,  # None: default_max_body_bytes(max_model_len)
 ) -> web.Application:
     batcher = Batcher(classifier, max_batch_size, prefix_cache)
     received = 0
+    if max_body_bytes is None:
+        max_body_bytes = default_max_body_bytes(max_model_len)
 
     async def classify(request: web.Request) -> web.Response:
         nonlocal received
         received += 1
         if die_at_classify is not None and received >= die_at_classify:
             os._exit(1)  # a crash mid-request, not a shutdown: the client's connection drops
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return error_response("request body is not valid JSON", 400)
-        texts = request_texts(body, served_name)
+        body = await request_body(request, max_body_bytes)
+        if isinstance(body, web.Response):
+            return body
+        texts = request_texts(body, served_name, max_input_chars(max_model_len))
         if isinstance(texts, web.Response):
             return texts
+        keep = tokens_to_keep(body, max_model_len)
+        if isinstance(keep, web.Response):
+            return keep
         ids = await batcher.encode(texts) if texts else []
-        keep = body.get("truncate_prompt_tokens")
-        if isinstance(keep, int) and keep > 0:
+        if keep is not None:
             ids = [seq[-keep:] for seq in ids]  # vLLM keeps the last k tokens
         too_long = too_long_response(ids, max_model_len)
         if too_long is not None:
@@ -274,7 +359,8 @@ def make_app(
         task.cancel()
         batcher.executor.shutdown(wait=False, cancel_futures=True)
 
-    app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[token_check(token)])
+    # a chunked body is cut off at max_body_bytes too
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[token_check(token)])
     app.router.add_post("/classify", classify)
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
@@ -314,6 +400,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default=defaults.device, help="auto: cuda if available, else cpu")
     p.add_argument("--max-model-len", type=int, default=None, help="default: the model's")
     p.add_argument("--max-batch-size", type=int, default=32, help="texts per forward pass")
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        help=f"largest request body; default: {FULL_INPUTS_PER_BODY} inputs of the model's "
+        f"full length at {MAX_CHARS_PER_TOKEN} bytes a token",
+    )
     p.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -356,12 +449,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.block_size < 1:
-        print(
-            f"classify_server: --block-size must be at least 1, got {args.block_size}",
-            file=sys.stderr,
-        )
-        return 2
+    for flag, value in (
+        ("--block-size", args.block_size),
+        ("--max-body-bytes", args.max_body_bytes),
+    ):
+        if value is not None and value < 1:
+            print(f"classify_server: {flag} must be at least 1, got {value}", file=sys.stderr)
+            return 2
     unknown = sorted(set(args.middleware) - {auth.MIDDLEWARE})
     if unknown:
         print(
@@ -391,7 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.model,
         args.die_at_classify,
         cache,
-        token,
+        token=token,
+        max_body_bytes=args.max_body_bytes,
     )
     print(
         f"classify_server: {args.model} as {name!r} on {classifier.device}, "

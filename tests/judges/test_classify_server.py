@@ -8,6 +8,7 @@ with the served judge."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import yaml
 from aiohttp import ClientSession, web
@@ -92,9 +94,10 @@ def model_dir(tmp_path_factory):
 def servers(model_dir):
     """Three real servers: two that stay up and one to be killed. Started in parallel."""
     procs = [start_server(model_dir, f"similarity_gpu_{k}") for k in range(3)]
+    logs: list[list[str]] = [[] for _ in procs]  # what each prints, read on by wait_ready
     try:
-        urls = [wait_ready(p, timeout_s=STARTUP_TIMEOUT_S) for p in procs]
-        yield {"procs": procs, "urls": urls}
+        urls = [wait_ready(p, log, STARTUP_TIMEOUT_S) for p, log in zip(procs, logs, strict=True)]
+        yield {"procs": procs, "urls": urls, "logs": logs}
     finally:
         for p in procs:
             stop_server(p)
@@ -187,6 +190,99 @@ def test_server_errors_have_the_vllm_shape(servers):
         assert resp.status == 200
     with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as resp:
         assert json.loads(resp.read())["data"][0]["id"] == "similarity_gpu_0"
+
+
+# A body of each bad shape, and what the 400's message says. The first two are the issue's: a
+# 20 MB input was tokenized in full before its length was checked (400 after 20 s; a small
+# request sent meanwhile waited as long; RSS 512 -> 1758 MiB, kept), and 200,000 nested `[`
+# gave HTTP 500 and a RecursionError traceback in the server's log.
+def twenty_mb() -> bytes:  # made when its case runs, not at import
+    return json.dumps({"input": "cat " * (5 * 2**20)}).encode()
+
+
+HOSTILE_BODIES = {
+    "20 MB input": (twenty_mb, "request body is 20971533 bytes; this server takes at most"),
+    "20 MB input, chunked": (twenty_mb, "request body is over the limit"),
+    "50 MB announced, not sent": (None, "request body is 50000000 bytes"),
+    "200,000 nested [": (b"[" * 200_000, "nests too deeply"),
+    "40,000 nested objects": (b'{"a": ' * 40_000, "nests too deeply"),
+    "not UTF-8": (b'{"input": "\xff"}', "not UTF-8 text: byte 0xff at offset 11"),
+    "not JSON": (b"{oops", "not valid JSON: Expecting property name"),
+    "empty body": (b"", "not valid JSON"),
+    "a list": (b"[1, 2]", "must be a JSON object"),
+    "a number": (b"42", "must be a JSON object"),
+    "no input": (b"{}", "`input` must be a string or a list of strings"),
+    "input 42": (b'{"input": 42}', "`input` must be a string or a list of strings"),
+    "input null in a list": (b'{"input": ["a", null]}', "`input` must be a string or a list"),
+    "model a list": (b'{"model": [1], "input": "a"}', "`model` must be a string, got list"),
+    "truncate true": (
+        b'{"input": "a", "truncate_prompt_tokens": true}',
+        "`truncate_prompt_tokens` must be a positive integer or -1, got True",
+    ),
+    "100,000 characters": (
+        json.dumps({"input": ["a", "cat " * 25_000]}).encode(),
+        "input[1] has 100000 characters; this server tokenizes at most 4096",
+    ),
+}
+
+
+def post_raw(url: str, body: bytes | None, mode: str = "sized") -> tuple[int, dict, float]:
+    """POST a body as a hostile client might: sized (Content-Length), chunked (no length), or
+    announced (Content-Length 50,000,000 and nothing sent). The status, JSON and seconds."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    start = time.monotonic()
+    try:
+        if mode == "announced":
+            conn.putrequest("POST", "/classify")
+            conn.putheader("Content-Length", "50000000")
+            conn.endheaders()
+        elif mode == "chunked":
+            chunks = (body[k : k + 2**16] for k in range(0, len(body), 2**16))
+            conn.request("POST", "/classify", body=chunks, encode_chunked=True)
+        else:
+            conn.request("POST", "/classify", body=body)
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read()), time.monotonic() - start
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_BODIES))
+def test_a_hostile_body_gets_400_at_once_and_stalls_nothing(servers, case):
+    body, message = HOSTILE_BODIES[case]
+    body = body() if callable(body) else body
+    url, log = servers["urls"][0], servers["logs"][0]
+    mode = "announced" if "announced" in case else ("chunked" if "chunked" in case else "sized")
+    server = psutil.Process(servers["procs"][0].pid)
+    small = json.dumps({"input": "the cat"}).encode()
+    assert post(url, small)[0] == 200
+    rss_before, logged_before = server.memory_info().rss, len(log)
+    hostile: dict = {}
+    sender = threading.Thread(target=lambda: hostile.update(reply=post_raw(url, body, mode)))
+    sender.start()
+    time.sleep(0.3)  # the hostile request is in the server's hands (the old one tokenized it)
+    start = time.monotonic()
+    assert post(url, small)[0] == 200
+    waited = time.monotonic() - start
+    sender.join(timeout=60)
+    status, reply, took = hostile["reply"]
+    assert status == 400 and reply["object"] == "error" and message in reply["message"], reply
+    # Generous bounds for a loaded 2-core machine; the small request takes ~0.1 s here, the
+    # old server's took 20 s (as long as tokenizing the 20 MB input).
+    assert waited < 5, f"a small request waited {waited:.1f}s behind the {case} request"
+    assert took < 10, f"the {case} request took {took:.1f}s to be refused"
+    grown = (server.memory_info().rss - rss_before) / 2**20
+    assert grown < 200, f"the server kept {grown:.0f} MiB after the {case} request"
+    logged = "".join(log[logged_before:])  # the traceback is logged before the reply
+    assert "Traceback" not in logged, logged[-2000:]
+
+
+def test_max_body_bytes_must_be_positive(model_dir, capsys):
+    from darling_nemo.classify_server import main
+
+    assert main(["serve", model_dir, "--max-body-bytes", "0"]) == 2
+    assert "--max-body-bytes must be at least 1, got 0" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------
