@@ -285,6 +285,18 @@ def token_check(token: str | None) -> Any:
     return require_token
 
 
+def prefix_cache_metrics(prefix_cache: PrefixCache | None, served_name: str) -> str:
+    """vLLM's prefix-cache counters in Prometheus' text format (zero without a cache)."""
+    stats = prefix_cache.stats() if prefix_cache is not None else {}
+    lines = []
+    for name in ("prefix_cache_queries", "prefix_cache_hits"):
+        lines += [
+            f"# TYPE vllm:{name}_total counter",
+            f'vllm:{name}_total{{model_name="{served_name}"}} {float(stats.get(name, 0))}',
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def make_app(
     classifier: SequenceClassifier,
     served_name: str,
@@ -344,14 +356,8 @@ def make_app(
         return web.json_response({"object": "list", "data": [card]})
 
     async def metrics(_: web.Request) -> web.Response:
-        stats = prefix_cache.stats() if prefix_cache is not None else {}
-        lines = []
-        for name in ("prefix_cache_queries", "prefix_cache_hits"):
-            lines += [
-                f"# TYPE vllm:{name}_total counter",
-                f'vllm:{name}_total{{model_name="{served_name}"}} {float(stats.get(name, 0))}',
-            ]
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        text = prefix_cache_metrics(prefix_cache, served_name)
+        return web.Response(text=text, content_type="text/plain")
 
     async def start_batcher(app: web.Application) -> Any:
         task = asyncio.create_task(batcher.run())
