@@ -27,11 +27,12 @@ import tempfile
 import time
 import urllib.request
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from darling_nemo.config import load_config, save_config
+from darling_nemo.judges import auth
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.nemo_rl.judging_plan import judging_plan
@@ -40,10 +41,12 @@ from darling_nemo.rehearsal.phases import (
     REHEARSAL_PROB_ERROR_TOLERANCE,
     Expect,
     RehearsalFailure,
+    check,
     logged_scalars,
     newest_run_scalars,
     verify_run,
 )
+from darling_nemo.rehearsal.secrets_check import check_no_secrets
 from darling_nemo.rehearsal.shrink import lookup, shrink_overrides, shrunk_cluster
 from darling_nemo.resources import resource_path
 from darling_nemo.schema import validate_darling
@@ -67,6 +70,8 @@ class Rehearsal:
     task: str
     workdir: Path
     ray_address: str = ""  # set once the private Ray is up
+    # the judge server's token, as a job makes one (or the one given to the rehearsal)
+    token: str = field(default_factory=lambda: auth.job_token() or auth.new_token())
 
     @property
     def env(self) -> dict[str, str]:
@@ -92,6 +97,7 @@ class Rehearsal:
             OMP_NUM_THREADS="1",
             PYTHONUNBUFFERED="1",
         )
+        env[auth.TOKEN_ENV] = self.token  # in the environment only: never a command line
         return env
 
 
@@ -269,6 +275,8 @@ def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: in
                 *caching_args(str(r.workdir / "classifier"), []),
                 "--block-size",
                 "4",
+                "--middleware",
+                auth.MIDDLEWARE,
                 *drill,
             ],
             r.env,
@@ -325,12 +333,33 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
                 "--include-dashboard=false",
                 "--disable-usage-stats",
             ],
-            r.env,
+            # as a job's `ray start`: no secret in the environment its workers inherit
+            {k: v for k, v in r.env.items() if not auth.is_secret_name(k)},
             r.workdir / "ray.log",
         )
     )
     _wait_until(lambda: _port_open(port), 120, "ray", ray_proc)
     r.ray_address = f"127.0.0.1:{port}"
+
+
+def run_expect(steps: int, resumed: bool) -> Expect:
+    """What a rehearsal's run to step `steps` must show."""
+    return Expect(
+        trained=(steps,),
+        validated=(steps,),
+        resumed=resumed,
+        resume_marker="weights read back",
+        prob_error_tolerance=REHEARSAL_PROB_ERROR_TOLERANCE,
+        stand_in_checks=True,
+    )
+
+
+def secrets_phase(r: Rehearsal) -> None:
+    """No secret of the rehearsal's environment in Ray's tables (while its Ray still runs)
+    or in any file the rehearsal wrote (rehearsal/secrets_check.py)."""
+    found = check_no_secrets(r.env, r.ray_address, r.workdir)
+    check(not found.startswith("FOUND"), "secrets", found)
+    print(f"phase secrets ({found}): PASS", flush=True)
 
 
 RUNS = (  # (phase, grpo.max_num_steps, resumed)
@@ -399,18 +428,12 @@ def rehearse(
                 t0 = time.monotonic()
                 log = workdir / f"run{steps}.log"
                 text = run_phase(r, phase, config, steps, log)
-                expect = Expect(
-                    trained=(steps,),
-                    validated=(steps,),
-                    resumed=resumed,
-                    resume_marker="weights read back",
-                    prob_error_tolerance=REHEARSAL_PROB_ERROR_TOLERANCE,
-                    stand_in_checks=True,
-                )
                 logs, ckpts = workdir / "logs", workdir / "checkpoints"
-                verify_run(text, shrunk, phase, logs, ckpts, expect, plan)
+                verify_run(text, shrunk, phase, logs, ckpts, run_expect(steps, resumed), plan)
                 cache = judge_cache_line(logs)
                 print(f"phase {phase}: PASS ({time.monotonic() - t0:.0f} s{cache})", flush=True)
+            phase = "secrets"
+            secrets_phase(r)
     except RehearsalFailure as failure:
         print(f"rehearsal: FAIL at {failure.phase}: {failure.error}", flush=True)
         return 1

@@ -267,3 +267,22 @@ def test_classify_server_with_the_middleware_and_no_token_does_not_start(
 )
 def test_secret_names(name, secret):
     assert auth.is_secret_name(name) is secret
+
+
+def test_darling_serve_classifiers_without_a_token_makes_one_in_a_private_file(monkeypatch):
+    from darling_nemo.serve_classifiers import server_token
+
+    monkeypatch.delenv(auth.TOKEN_ENV, raising=False)
+    monkeypatch.delenv(auth.TOKEN_FILE_ENV, raising=False)
+    token, path = server_token()
+    try:
+        assert path is not None and len(token) >= 40
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert path.parent.stat().st_mode & 0o777 == 0o700
+        monkeypatch.setenv(auth.TOKEN_FILE_ENV, str(path))  # what it tells the clients
+        assert auth.job_token() == token
+    finally:
+        path.unlink()
+        path.parent.rmdir()
+    monkeypatch.setenv(auth.TOKEN_ENV, "the-jobs-own-token")  # a cluster job's: no file
+    assert server_token() == ("the-jobs-own-token", None)

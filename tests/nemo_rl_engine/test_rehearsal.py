@@ -201,8 +201,10 @@ def test_shrink_changes_only_sizes_paths_and_services():
 # ---------------------------------------------------------------------------------------------
 
 
-def run_rehearsal(args: list[str], timeout: int = 1500) -> tuple[int, str, float]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def run_rehearsal(
+    args: list[str], timeout: int = 1500, env_extra: dict[str, str] | None = None
+) -> tuple[int, str, float]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
     start = time.monotonic()
     proc = run_python(*args, env=env, timeout=timeout)
     wall = time.monotonic() - start
@@ -277,10 +279,15 @@ def test_rehearsal_passes(path):
     # resume. `--rehearse` by hand runs both runs of any config (docs/rehearsal.md).
     pytest.importorskip("nemo_rl")
     config, runs = PATHS[path]
+    # the math path runs with a user's secrets in its environment and the judge's token
+    # given (the rehearsal's server checks it, its driver sends it): none may reach Ray's
+    # state, the run's files or its logs
+    secrets = FAKE_SECRETS if path == "megatron math" else {}
     if runs == 1:
         rc, out, wall = in_process(config, [], runs=1)
     else:
-        rc, out, wall = run_rehearsal([recipe_for(config), "--config", config, "--rehearse"])
+        args = [recipe_for(config), "--config", config, "--rehearse"]
+        rc, out, wall = run_rehearsal(args, env_extra=secrets)
     print(f"REHEARSAL {path} ({config}): {verdict(out)} in {wall:.0f} s")
     assert verdict(out).startswith("rehearsal: PASS"), verdict(out)
     assert rc == 0
@@ -293,6 +300,29 @@ def test_rehearsal_passes(path):
     if path == "megatron math":  # the causal classifier's stand-in reused cached prefixes
         reused = re.findall(r"judge prefix cache: (\d+) prompt tokens reused", out)
         assert len(reused) == runs and all(int(n) > 0 for n in reused), reused
+        assert_no_secret_anywhere(out, logs)
+
+
+FAKE_SECRETS = {
+    "WANDB_API_KEY": "wandb-fake-key-5f0c2e9a7d41",
+    "HF_TOKEN": "hf_fakeToken8c1d4b7e2a90",
+    "DARLING_JUDGE_TOKEN": "judge-fake-token-3e8b1f6c0d27",
+}
+
+
+def assert_no_secret_anywhere(out: str, folder: Path) -> None:
+    """The rehearsal's own secrets phase passed for these names (it read Ray's job and actor
+    tables while its Ray ran), and no fake value is in its output or any file it wrote."""
+    (line,) = [line for line in out.splitlines() if line.startswith("phase secrets (")]
+    assert line.endswith(": PASS") and all(name in line for name in FAKE_SECRETS), line
+    for value in FAKE_SECRETS.values():
+        assert value not in out
+    files = [path for path in folder.rglob("*") if path.is_file() and not path.is_symlink()]
+    assert len(files) > 20  # logs, checkpoints, Ray's session logs
+    for path in files:
+        data = path.read_bytes()
+        for name, value in FAKE_SECRETS.items():
+            assert value.encode() not in data, f"{name}'s value in {path}"
 
 
 def rehearse_math_4b(*overrides: str) -> tuple[int, str]:
