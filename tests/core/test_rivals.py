@@ -265,6 +265,8 @@ def test_gdpo_whitens_the_batch_and_keeps_groups_centred():
 
 def test_whiten_batch_of_constants_is_centred():
     np.testing.assert_array_equal(whiten_batch(np.array([2.0, 2.0])), [0.0, 0.0])
+    # two values are whitened too: [1, 3] -> centred [-1, 1], sample std sqrt(2)
+    np.testing.assert_allclose(whiten_batch(np.array([1.0, 3.0])), [-(0.5**0.5), 0.5**0.5])
 
 
 # ------------------------------------------------------------------------- engines' contract
