@@ -53,6 +53,10 @@ def test_the_synchronous_engine_stops_streaming_and_so_prefix_judging_silently()
     assert not plan.fallback.on
     assert plan.fallback.reason == "the rest is judged while log-probabilities run"
     assert plan.generation.reason == SYNC_ENGINE
+    # a judge that would also stop prefix judging: without a stream there is nothing to stop
+    plan = plan_of({"judge": {"kind": "embedding"}}, async_engine=False)
+    assert plan.prefix.reason == "no judging during generation to join early"
+    assert plan.prefix.stops == ()
     assert plan.prefix.reason == "no judging during generation to join early"
     assert plan.lines() == [
         OVERLAP_ON,
@@ -125,6 +129,7 @@ def test_the_trl_engine_judges_in_its_reward_function():
     plan = plan_of(engine="trl")
     assert not (plan.log_probs.on or plan.generation.on or plan.prefix.on)
     assert plan.fallback.on and plan.fallback.reason == TRL_ENGINE
+    assert {plan.log_probs.reason, plan.generation.reason, plan.prefix.reason} == {TRL_ENGINE}
     assert plan.lines() == []
 
 

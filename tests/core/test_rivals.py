@@ -34,6 +34,10 @@ def test_passk_four_responses_two_correct_k2_by_hand():
     # tail = C(1,1)/C(3,1) = 1/3. Incorrect: (1/6 - 1/3)/sigma = (-1/6)/(sqrt(5)/6) = -1/sqrt(5).
     adv = passk_advantages([True, False, False, True], k=2)
     np.testing.assert_allclose(adv, [1, -1, -1, 1] / np.sqrt(5))
+    # the same through darling.method=pass_at_k: quality 1 is correct, 0 is not
+    s = validate_darling({"method": "pass_at_k", "k": 2}).settings()
+    batch = darling_batch(["a", "b", "c", "d"], [1.0, 0.0, 0.0, 1.0], [0] * 4, None, s)
+    np.testing.assert_allclose(batch.advantage, [1, -1, -1, 1] / np.sqrt(5))
 
 
 def test_passk_eight_responses_one_correct_k4_by_hand():
@@ -265,6 +269,8 @@ def test_gdpo_whitens_the_batch_and_keeps_groups_centred():
 
 def test_whiten_batch_of_constants_is_centred():
     np.testing.assert_array_equal(whiten_batch(np.array([2.0, 2.0])), [0.0, 0.0])
+    # two values are whitened too: [1, 3] -> centred [-1, 1], sample std sqrt(2)
+    np.testing.assert_allclose(whiten_batch(np.array([1.0, 3.0])), [-(0.5**0.5), 0.5**0.5])
 
 
 # ------------------------------------------------------------------------- engines' contract

@@ -87,21 +87,77 @@ def test_servers_say_whether_they_cache(servers):
     assert "prefix caching off (vLLM 0.10.0 caches only with pooling_type LAST)" in logs[2]
 
 
-def test_pairs_sharing_a_first_response_hit_one_servers_cache(servers, model):
+def record_posts(served, monkeypatch) -> list[tuple[str, list[str]]]:
+    """Each request the served judge posts, as (endpoint url, input texts), in order."""
+    posts: list[tuple[str, list[str]]] = []
+    post = served._post
+
+    async def recording(endpoint, texts, timeout):
+        posts.append((endpoint.url, list(texts)))
+        return await post(endpoint, texts, timeout)
+
+    monkeypatch.setattr(served, "_post", recording)
+    return posts
+
+
+def first_responses_by_request(served, pairs, posts) -> dict[str, list[tuple[str, int]]]:
+    """Each first response's requests, in order, as (endpoint url, pairs in the request)."""
+    texts, _ = served.formatter.texts_and_tokens(pairs)
+    first_of = dict(zip(texts, (a for a, _ in pairs), strict=True))
+    requests: dict[str, list[tuple[str, int]]] = {}
+    for url, sent in posts:
+        (first,) = {first_of[text] for text in sent}  # a request carries one first response
+        requests.setdefault(first, []).append((url, len(sent)))
+    return requests
+
+
+def test_pairs_sharing_a_first_response_hit_one_servers_cache(servers, model, monkeypatch):
     pairs = group_pairs(0) + group_pairs(1)
     urls = [servers[0][1], servers[1][1]]
     before = sum(metric(u, "prefix_cache_hits") for u in urls)
     with judge([{"url": u} for u in urls]) as served:
         assert served.affinity
+        posts = record_posts(served, monkeypatch)
         got = served(pairs)
         # 2 groups x 7 first responses: each first pair alone, then the rest in one request
         assert served.stats["requests"] == 2 * 7 * 2 - 2
         cached = served.stats["cached_tokens"]
+        # each first response's pairs go where its first pair was answered (its cached
+        # blocks are there); the first pairs, sent at once, spread over both servers
+        requests = first_responses_by_request(served, pairs, posts)
+        assert len(requests) == 14
+        for (lead_url, lead_size), *rest in requests.values():
+            assert lead_size == 1 and all(url == lead_url for url, _ in rest)
+        assert {lead_url for (lead_url, _), *_ in requests.values()} == set(urls)
     np.testing.assert_allclose(got, reference(model)(pairs), atol=1e-5)
     # every pair after a first response's first reuses at least one 16-token block of
     # `CLS a SEP` (a has >= 30 words); the servers' counters say the same
     assert cached >= 2 * 21 * 16
     assert sum(metric(u, "prefix_cache_hits") for u in urls) - before == cached
+    with judge([{"url": u} for u in urls]) as served:
+        # One first response, both servers idle: its first pair goes to the first endpoint
+        # (a tie: none in flight, none sent), and its other pairs follow it there although
+        # the second endpoint, with fewer requests sent, is the least loaded then.
+        posts = record_posts(served, monkeypatch)
+        served(group_pairs(4)[:7])
+        assert [(url, len(sent)) for url, sent in posts] == [(urls[0], 1), (urls[0], 6)]
+        assert [e.sent for e in served.endpoints] == [2, 0]
+
+
+def test_each_request_goes_to_the_least_loaded_endpoint(servers):
+    pairs = group_pairs(5)  # 28 pairs, in order: 10 requests of <= 3 pairs
+    urls = [servers[0][1], servers[1][1]]
+    options = {"prefix_affinity": False, "pairs_per_request": 3, "max_concurrency": 16}
+    with judge([{"url": u} for u in urls], **options) as served:
+        # Room for all 10 in flight: each goes to the endpoint with the fewest in flight (a
+        # tie to the one that sent fewer, then to the first), so they alternate, 5 each.
+        served(pairs)
+        assert [e.sent for e in served.endpoints] == [5, 5]
+        # Both idle again: one request at a time goes where fewer were sent, the first on a tie
+        served(pairs[:1])
+        assert [e.sent for e in served.endpoints] == [6, 5]
+        served(pairs[:1])
+        assert [e.sent for e in served.endpoints] == [6, 6]
 
 
 def test_without_affinity_or_without_the_flag_nothing_is_reused(servers, model):
