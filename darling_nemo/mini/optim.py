@@ -15,11 +15,15 @@ this). Its state dict is AdamW's: checkpoints load in either.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import get_args
 
 import numpy as np
 import torch
 
-OPTIMIZERS = ("adamw_torch", "adamw_portable")
+from darling_nemo.schema.trl import TrlTrainerConfig
+
+# the names `trainer.optimizer` accepts, read from the schema (their one home)
+OPTIMIZERS = get_args(TrlTrainerConfig.model_fields["optimizer"].annotation)
 
 
 def correctly_rounded_sqrt(values: torch.Tensor) -> torch.Tensor:
