@@ -40,6 +40,7 @@ from darling_nemo.mini.report import (
     arm_summary,
     differences,
     format_table,
+    gains_by_judge_accuracy,
     mean_and_std,
     wall_time_note,
 )
@@ -48,7 +49,7 @@ from darling_nemo.mini.task import prompt_text
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.run_folder import run_lock
-from darling_nemo.schema import ConfigError, MiniConfig, validate_section
+from darling_nemo.schema import ConfigError, DarlingConfig, MiniConfig, validate_section
 from darling_nemo.trl.policy import tiny_policy, word_tokenizer
 from darling_nemo.trl.run import check_resume_config, run
 from darling_nemo.trl.tasks import digit_sum_targets, digit_sum_task
@@ -138,7 +139,12 @@ def warm_start_settings(cfg: MiniConfig, seed: int, max_positions: int) -> dict:
     return {
         "seed": seed,
         "max_positions": max_positions,
-        **cfg.model_dump(mode="json", include={"policy", "task", "warm_start", "cpu_kernels"}),
+        **cfg.model_dump(
+            mode="json",
+            include={"policy", "warm_start", "cpu_kernels"},
+        ),
+        # the training judge's keys: the warm start is supervised, it asks no judge
+        "task": cfg.task.model_dump(mode="json", exclude={"judge_accuracy", "judge_seed"}),
         "optimizer": cfg.trainer.optimizer,
     }
 
@@ -212,6 +218,17 @@ def write_report(
         rows[name] = {m: mean_and_std(per_seed, m) for m in [*metrics, "train_diversity_mean"]}
     table = format_table(rows, [*metrics, "train_diversity_mean"])
     gaps = differences(per_arm, cfg.differences)
+    if cfg.judge_accuracy:  # the judge sweep: the gains again, by the judge's accuracy
+        accuracy = {
+            name: cfg.arm_task(name).judge_accuracy if asks_judge(darling) else None
+            for name, darling in cfg.arms.items()
+        }
+        gaps += [
+            "",
+            "Gain by the training judge's accuracy (evaluation counts answers exactly):",
+            "",
+            gains_by_judge_accuracy(per_arm, accuracy, cfg.differences),
+        ]
     conditions = run_conditions()  # after training: the thread count the runs really used
     note = (
         f"Held-out targets {heldout}, {cfg.evaluation.num_samples} samples per prompt "
@@ -234,6 +251,11 @@ def write_report(
     )
     plot_pass_at_k(per_arm, warm, cfg.evaluation.pass_at_k, out / "pass_at_k.png", title)
     print(f"saved {out / 'comparison.md'}, {out / 'curves.png'}, {out / 'pass_at_k.png'}")
+
+
+def asks_judge(darling: DarlingConfig) -> bool:
+    """Whether an arm's training asks the pair judge (GRPO does not)."""
+    return darling.enabled and darling.calls_judge
 
 
 def check_warm_start(warm_dir: Path, settings: dict) -> None:

@@ -111,6 +111,32 @@ def differences(
     return lines
 
 
+def gains_by_judge_accuracy(
+    per_arm: Mapping[str, Mapping[int, Mapping[str, float]]],
+    accuracy: Mapping[str, float | None],
+    keys: Sequence[str],
+) -> str:
+    """The judge sweep's table: one row per arm after the first (the baseline, e.g. GRPO),
+    by its training judge's accuracy (highest first; None, an arm that asks no judge, last):
+    the mean per-seed gain over the baseline per key, with the paired 95% t-interval from 2
+    seeds on."""
+    names = list(per_arm)
+    base = per_arm[names[0]]
+    header = " | ".join(f"{key} gain over {names[0]}" for key in keys)
+    lines = [f"| judge accuracy | arm | {header} |", "|---" * (len(keys) + 2) + "|"]
+    for name in sorted(names[1:], key=lambda arm: -(accuracy[arm] or -1.0)):
+        cells = []
+        for key in keys:
+            diffs = [per_arm[name][seed][key] - base[seed][key] for seed in base]
+            cell = f"{np.mean(diffs):+.3f}"
+            if len(diffs) > 1:
+                cell += " [{:+.3f}, {:+.3f}]".format(*paired_interval(diffs))
+            cells.append(cell)
+        shown = "no judge" if accuracy[name] is None else f"{accuracy[name]:.2f}"
+        lines.append(f"| {shown} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 WALL_TIME = "wall_time.json"  # the run's wall time over all its invocations (a rerun resumes)
 
 

@@ -17,6 +17,7 @@ multisets and merely shuffling them, which a string-level diversity measure woul
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -52,6 +53,42 @@ def answer_class(completion: str) -> tuple[str, ...]:
 def multiset_judge(pairs: Sequence[tuple[str, str]]) -> list[float]:
     """A core.PairJudge: P(similar) = 1.0 for the same digit multiset, else 0.0."""
     return [1.0 if answer_class(a) == answer_class(b) else 0.0 for a, b in pairs]
+
+
+def flip_draw(seed: int, a: str, b: str) -> float:
+    """A number in [0, 1) fixed by the seed and the pair's two texts, in either order.
+
+    Keyed on the texts, not on the pair's positions in a group: a learned classifier is a
+    function of its input, so the same two answers get the same (right or wrong) verdict
+    whenever and wherever they meet, in a rerun, a resumed run, or another group; and the
+    verdict of (a, b) is that of (b, a). A position key would give the same two texts
+    different verdicts in different groups: noise no classifier has.
+    """
+    first, second = sorted((a, b))
+    digest = hashlib.blake2b(f"{seed}\0{first}\0{second}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+@dataclass(frozen=True)
+class FlippedMultisetJudge:
+    """The exact multiset judge, wrong on a fraction 1 - accuracy of pairs (a core.PairJudge).
+
+    A pair's verdict is flipped (same <-> different) when `flip_draw(seed, a, b)` < 1 -
+    accuracy: over many distinct pairs the flipped fraction is 1 - accuracy, and each pair's
+    verdict is deterministic and symmetric. Errors fall on both kinds of pair alike, as in the
+    paper's classifier (right on 78-79% of human-labelled pairs).
+    """
+
+    accuracy: float
+    seed: int
+
+    def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        exact = multiset_judge(pairs)
+        error = 1.0 - self.accuracy
+        return [
+            1.0 - verdict if flip_draw(self.seed, a, b) < error else verdict
+            for verdict, (a, b) in zip(exact, pairs, strict=True)
+        ]
 
 
 @dataclass(frozen=True)

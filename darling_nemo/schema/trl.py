@@ -51,6 +51,11 @@ class DigitSumTaskConfig(Strict):
     min_target: int = Field(12, ge=0)
     max_target: int = Field(30, ge=0, le=99)  # prompts write the target with two digits
     heldout_every: int = Field(4, ge=2)  # targets min_target + 1 + k * heldout_every: eval only
+    # The training judge's accuracy: the exact multiset judge, its verdict flipped on this
+    # fraction of pairs' complement (seeded by judge_seed and the pair's texts, symmetric;
+    # darling_nemo/mini/task.py). Evaluation always counts distinct answers exactly.
+    judge_accuracy: float = Field(1.0, ge=0.5, le=1.0)
+    judge_seed: int = 0
 
     @model_validator(mode="after")
     def _feasible(self) -> DigitSumTaskConfig:
@@ -273,6 +278,9 @@ class MiniConfig(TrlSharedConfig):
     differences: list[str] = Field(
         default_factory=lambda: ["pass@1", "distinct_correct"], min_length=1
     )
+    # arm -> its training judge's accuracy (task.judge_accuracy for that arm; the others keep
+    # task.judge_accuracy): the judge sweep (conf/mini/judge_sweep.yaml)
+    judge_accuracy: dict[str, Annotated[float, Field(ge=0.5, le=1.0)]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _arms_leave_the_judge_to_the_task(self) -> MiniConfig:
@@ -284,6 +292,11 @@ class MiniConfig(TrlSharedConfig):
         unknown = [key for key in self.differences if key not in measured]
         if unknown:
             raise ValueError(f"differences: {unknown} not measured; choose from {measured}")
+        strangers = [name for name in self.judge_accuracy if name not in self.arms]
+        if strangers:
+            raise ValueError(
+                f"judge_accuracy: {strangers} are not arms; arms are {list(self.arms)}"
+            )
         return self
 
     @model_validator(mode="before")
@@ -308,12 +321,18 @@ class MiniConfig(TrlSharedConfig):
     def seed_dir(self, seed: int) -> Path:
         return Path(self.output_dir) / f"seed-{seed}"
 
+    def arm_task(self, arm: str) -> DigitSumTaskConfig:
+        """The task as `arm` trains on it: its own judge accuracy where `judge_accuracy` names it."""
+        if arm not in self.judge_accuracy:
+            return self.task
+        return self.task.model_copy(update={"judge_accuracy": self.judge_accuracy[arm]})
+
     def arm_run(self, seed: int, arm: str) -> TrlRunConfig:
         """The TRL run of one arm: the shared settings, this seed, the seed's warm start as
         the policy and the arm's `darling:` section."""
         shared = TrlRunConfig(
             engine="trl",
-            task=self.task,
+            task=self.arm_task(arm),
             **{name: getattr(self, name) for name in TrlSharedConfig.model_fields},
         )
         return shared.model_copy(

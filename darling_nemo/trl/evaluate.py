@@ -149,7 +149,7 @@ def run_evaluation(
         tokenizer,
         rows,
         task.quality,
-        task.judge,
+        task.judge if task.evaluation_judge is None else task.evaluation_judge,
         cfg.darling.judge.threshold,
         num_samples=ev.num_samples,
         ks=ev.pass_at_k,

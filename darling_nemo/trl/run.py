@@ -44,6 +44,7 @@ from darling_nemo.run_folder import (
 from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
+    DigitSumTaskConfig,
     MathTaskConfig,
     PretrainedPolicyConfig,
     RewardModelQualityConfig,
@@ -253,19 +254,22 @@ RESUME_MAY_CHANGE = (
 
 # Keys added after runs were saved without them, with the value that gives those runs'
 # behaviour (the prompt budget: no row of a saved run was refused or cut, since none was).
-ADDED_KEYS = {
-    "task": {
-        key: MathTaskConfig.model_fields[key].default
-        for key in ("max_prompt_tokens", "long_prompts")
-    }
+# The dice task's judge accuracy: exact, as every run before the key was.
+ADDED_TASK_KEYS = {
+    kind: {key: config.model_fields[key].default for key in keys}
+    for kind, config, keys in (
+        ("math", MathTaskConfig, ("max_prompt_tokens", "long_prompts")),
+        ("chat", ChatTaskConfig, ("max_prompt_tokens", "long_prompts")),
+        ("digit_sum", DigitSumTaskConfig, ("judge_accuracy", "judge_seed")),
+    )
 }
 
 
 def with_keys_added_since(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved config with ADDED_KEYS filled in where its section takes them (math, chat)."""
+    """A saved config with ADDED_TASK_KEYS filled in where its task takes them."""
     task = saved.get("task")
-    if isinstance(task, dict) and task.get("kind") in ("math", "chat"):
-        saved = {**saved, "task": {**ADDED_KEYS["task"], **task}}
+    if isinstance(task, dict) and task.get("kind") in ADDED_TASK_KEYS:
+        saved = {**saved, "task": {**ADDED_TASK_KEYS[task["kind"]], **task}}
     return saved
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from darling_nemo import methods
 from darling_nemo.core import PairJudge
 from darling_nemo.jsonl import read_jsonl_numbered
-from darling_nemo.mini.task import DigitSum, multiset_judge, prompt_text
+from darling_nemo.mini.task import DigitSum, FlippedMultisetJudge, multiset_judge, prompt_text
 from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
@@ -209,6 +209,9 @@ class Task:
     quality: QualityFn
     judge: PairJudge | None
     word_vocabulary: list[str] | None  # tiny policies: a word tokenizer over these; None: chars
+    # What counts distinct answers in evaluation when it is not `judge`: the dice task trains
+    # with a judge of chosen accuracy (task.judge_accuracy) but is measured exactly.
+    evaluation_judge: PairJudge | None = None
 
 
 def build_task(cfg: TrlRunConfig) -> Task:
@@ -221,8 +224,13 @@ def build_task(cfg: TrlRunConfig) -> Task:
             train_rows=[{"prompt": prompt_text(t)} for t in targets["train"]],
             heldout_rows=[{"prompt": prompt_text(t)} for t in targets["heldout"]],
             quality=digit_sum_quality(digit_sum),
-            judge=multiset_judge,
+            judge=(
+                multiset_judge
+                if task.judge_accuracy == 1.0
+                else FlippedMultisetJudge(task.judge_accuracy, task.judge_seed)
+            ),
             word_vocabulary=digit_sum.vocabulary(),
+            evaluation_judge=multiset_judge,
         )
 
     from darling_nemo.judges import make_judge

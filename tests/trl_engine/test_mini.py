@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from helpers import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,16 +35,24 @@ from darling_nemo.mini.report import (
     arm_summary,
     differences,
     format_table,
+    gains_by_judge_accuracy,
     paired_interval,
     wall_time_note,
 )
 from darling_nemo.mini.reproducibility import PORTABLE_KERNELS, pin_cpu_kernels
-from darling_nemo.mini.task import DigitSum, answer_class, multiset_judge, prompt_text, target_of
+from darling_nemo.mini.task import (
+    DigitSum,
+    FlippedMultisetJudge,
+    answer_class,
+    multiset_judge,
+    prompt_text,
+    target_of,
+)
 from darling_nemo.mini.warm_start import warm_start
 from darling_nemo.schema import ConfigError, DigitSumTaskConfig, MiniConfig, validate_section
 from darling_nemo.trl.evaluate import evaluate, sample_completions
 from darling_nemo.trl.policy import char_tokenizer, tiny_llama, word_tokenizer
-from darling_nemo.trl.tasks import digit_sum_quality, digit_sum_targets
+from darling_nemo.trl.tasks import build_task, digit_sum_quality, digit_sum_targets
 
 DICE = DigitSum(length=6, min_digit=1, max_digit=6)
 
@@ -88,6 +97,78 @@ def test_the_judge_is_the_digit_multiset():
     pairs = [("1 2 3 4 5 6", "6 5 4 3 2 1"), ("1 2 3 4 5 6", "1 2 3 4 5 5"), ("2 2 1", "1 2 2")]
     assert multiset_judge(pairs) == [1.0, 0.0, 1.0]
     assert answer_class("3 1 2") == ("1", "2", "3")
+
+
+def dice_pairs(count: int, seed: int) -> list[tuple[str, str]]:
+    """`count` random pairs of six-dice answers, distinct as texts (the judge's pairs)."""
+    rng = np.random.default_rng(seed)
+    rolls = [" ".join(map(str, rng.integers(1, 7, size=6))) for _ in range(2 * count)]
+    return [(a, b) for a, b in zip(rolls[::2], rolls[1::2], strict=True) if a != b]
+
+
+@settings(max_examples=8, deadline=None)
+@given(accuracy=st.floats(0.5, 1.0), seed=st.integers(0, 2**31))
+def test_the_flipped_judge_is_wrong_on_the_chosen_fraction_symmetric_and_seeded(accuracy, seed):
+    pairs = dice_pairs(4000, seed)
+    judge = FlippedMultisetJudge(accuracy, seed)
+    verdicts = judge(pairs)
+    wrong = np.mean([v != e for v, e in zip(verdicts, multiset_judge(pairs), strict=True)])
+    error = 1 - accuracy  # binomial: within 5 standard deviations (plus a rounding hair)
+    assert abs(wrong - error) <= 5 * np.sqrt(error * accuracy / len(pairs)) + 1e-9
+    assert judge([(b, a) for a, b in pairs]) == verdicts  # (a, b) and (b, a) agree
+    assert FlippedMultisetJudge(accuracy, seed)(pairs[::-1]) == verdicts[::-1]  # by content
+    assert set(verdicts) <= {0.0, 1.0}
+
+
+def test_the_flipped_judge_by_hand():
+    same, other = ("1 2 3 4 5 6", "6 5 4 3 2 1"), ("1 2 3 4 5 6", "1 2 3 4 5 5")
+    assert FlippedMultisetJudge(1.0, 0)([same, other]) == [1.0, 0.0]  # exact at accuracy 1
+    pairs = dice_pairs(2000, 7)
+    # Another judge seed flips other pairs (at 0.5, about half of them differ).
+    flips_a = np.array(FlippedMultisetJudge(0.5, 1)(pairs)) != multiset_judge(pairs)
+    flips_b = np.array(FlippedMultisetJudge(0.5, 2)(pairs)) != multiset_judge(pairs)
+    assert 0.4 < np.mean(flips_a != flips_b) < 0.6
+    # A pair flipped at accuracy 0.9 stays flipped at 0.8: one draw per pair, thresholds nest.
+    at_90 = np.array(FlippedMultisetJudge(0.9, 3)(pairs)) != multiset_judge(pairs)
+    at_80 = np.array(FlippedMultisetJudge(0.8, 3)(pairs)) != multiset_judge(pairs)
+    assert at_90.any() and not (at_90 & ~at_80).any()
+
+
+def test_judge_accuracy_is_refused_outside_a_half_to_one_and_trains_only():
+    for bad in (0.4, 1.01):
+        with pytest.raises(
+            ConfigError, match=r"^task\.judge_accuracy: must be (>= 0\.5|<= 1\.0), got"
+        ) as err:
+            validate_section(
+                DigitSumTaskConfig, {"kind": "digit_sum", "judge_accuracy": bad}, "task"
+            )
+        assert "\n" not in str(err.value)
+    raw = load_config(str(REPO / "conf" / "mini" / "default.yaml"), [])
+    with pytest.raises(ConfigError, match=r"judge_accuracy\.darling"):
+        validate_section(MiniConfig, {**raw, "judge_accuracy": {"darling": 0.3}})
+    with pytest.raises(ConfigError, match=r"judge_accuracy: \['darlin'\] are not arms"):
+        validate_section(MiniConfig, {**raw, "judge_accuracy": {"darlin": 0.8}})
+    cfg = validate_section(MiniConfig, {**raw, "judge_accuracy": {"darling": 0.7}})
+    assert cfg.arm_run(1, "darling").task.judge_accuracy == 0.7
+    assert cfg.arm_run(1, "grpo").task.judge_accuracy == 1.0
+    task = build_task(cfg.arm_run(1, "darling"))
+    assert task.judge == FlippedMultisetJudge(0.7, 0)  # trains with the flipped judge...
+    assert task.evaluation_judge is multiset_judge  # ...and is measured exactly
+    assert build_task(cfg.arm_run(1, "grpo")).judge is multiset_judge
+
+
+def test_a_run_saved_before_the_judge_accuracy_keys_resumes_with_the_exact_judge():
+    from darling_nemo.resume import changed_settings
+    from darling_nemo.trl.run import with_keys_added_since
+
+    raw = load_config(str(REPO / "conf" / "mini" / "default.yaml"), [])
+    run = validate_section(MiniConfig, raw).arm_run(1, "darling").model_dump(mode="json")
+    saved = {**run, "task": {k: v for k, v in run["task"].items() if not k.startswith("judge_")}}
+    assert changed_settings(with_keys_added_since(saved), run) == []
+    noisy = {**run, "task": {**run["task"], "judge_accuracy": 0.8}}
+    assert changed_settings(with_keys_added_since(saved), noisy) == [
+        "task.judge_accuracy: 1.0 -> 0.8"
+    ]
 
 
 @settings(max_examples=40, deadline=None)
@@ -225,7 +306,8 @@ def test_report_table_and_summary(tmp_path):
 
 
 def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
-    """The README command at toy scale: 1 seed, 3 arms, 2 steps each; a rerun trains nothing."""
+    """The README command at toy scale: 1 seed, 3 arms, 2 steps each, and the judge sweep's
+    kind of arm (DARLING trained with a judge right on 60% of pairs); a rerun trains nothing."""
     for name in PORTABLE_KERNELS:  # cpu_kernels: portable sets them; restored afterwards
         monkeypatch.delenv(name, raising=False)
     spec = importlib.util.spec_from_file_location(
@@ -244,9 +326,11 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
         "evaluation.pass_at_k=[1,4]",
         "logging.report_to=[]",
         "logging.progress_bar=false",
+        "+arms.darling_judge60={}",
+        "judge_accuracy={darling_judge60: 0.6}",
     ]
     result = recipe.main(argv)
-    assert list(result["arms"]) == ["grpo", "grpo_no_std", "darling"]
+    assert list(result["arms"]) == ["grpo", "grpo_no_std", "darling", "darling_judge60"]
     for name in result["arms"]:
         summary = result["arms"][name][3]
         assert summary["step"] == 2
@@ -262,6 +346,20 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
         assert (tmp_path / file).stat().st_size > 0
     table = capsys.readouterr().out
     assert "| darling |" in table and "distinct_correct: darling - grpo" in table
+    # The judge sweep's table: every arm's gain over GRPO, by its training judge's accuracy.
+    sweep = table.split("Gain by the training judge's accuracy")[1].splitlines()
+    assert (
+        sweep[2]
+        == "| judge accuracy | arm | pass@1 gain over grpo | distinct_correct gain over grpo |"
+    )
+    assert [row.split(" | ")[:2] for row in sweep[4:7]] == [
+        ["| 1.00", "darling"], ["| 0.60", "darling_judge60"], ["| no judge", "grpo_no_std"]
+    ]  # fmt: skip
+    saved_runs = {
+        name: yaml.safe_load((tmp_path / "seed-3" / name / "config.yaml").read_text())["task"]
+        for name in ("darling", "darling_judge60")
+    }
+    assert saved_runs["darling_judge60"] == {**saved_runs["darling"], "judge_accuracy": 0.6}
     # What the numbers depend on besides the config is saved beside them.
     conditions = json.loads((tmp_path / "comparison.json").read_text())["conditions"]
     assert conditions["torch"] == torch.__version__
@@ -270,7 +368,7 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     assert f"torch_cpu_capability {torch.backends.cpu.get_cpu_capability()}" in table
 
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-3/*/final_metrics.json")}
-    assert len(stamps) == 3
+    assert len(stamps) == 4
     first_report = (tmp_path / "comparison.md").read_text()
     assert f"wall time {result['wall_seconds']:.0f} s" in first_report
     assert "resumed" not in first_report
@@ -369,6 +467,20 @@ def test_paired_differences_and_their_interval_by_hand():
     ]
     one_seed = {name: {1: runs[1]} for name, runs in per_arm.items()}
     assert differences(one_seed, ["pass@1"])[0].endswith("higher in 1/1 seeds)")  # no interval
+    # The judge sweep's table: rows by accuracy, highest first; darling at 0.8 gains 0.1 and
+    # 0.3 (mean 0.2, std sqrt(0.02) = 0.1414, half-width 12.706 * 0.1414 / sqrt(2) = 1.2706).
+    per_arm["darling_80"] = {1: {"pass@1": 0.6}, 2: {"pass@1": 0.9}}
+    assert gains_by_judge_accuracy(
+        {**per_arm, "grpo_no_std": per_arm["grpo"]},
+        {"grpo": None, "darling_80": 0.8, "darling": 1.0, "grpo_no_std": None},
+        ["pass@1"],
+    ).splitlines() == [
+        "| judge accuracy | arm | pass@1 gain over grpo |",
+        "|---|---|---|",
+        "| 1.00 | darling | +2.000 [-10.706, +14.706] |",
+        "| 0.80 | darling_80 | +0.200 [-1.071, +1.471] |",
+        "| no judge | grpo_no_std | +0.000 [+0.000, +0.000] |",
+    ]
 
 
 def test_a_band_is_mean_and_sample_std_over_seeds_at_shared_steps():
