@@ -244,6 +244,8 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "local/wildchat_trl.yaml": (TrlRunConfig, []),
         "mini/default.yaml": (MiniConfig, []),
         "mini/rivals.yaml": (MiniConfig, []),
+        "mini/hard.yaml": (MiniConfig, []),
+        "mini/judge_sweep.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/minilm_biencoder_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/serve_8gpu.yaml": ("servers", ["model=/ckpt"]),
