@@ -132,10 +132,9 @@ def method_inputs(
     if EMBEDDINGS in method.inputs:
         embed = getattr(judge, "embed", None)
         if embed is None:
-            given = "no judge" if judge is None else f"the judge {type(judge).__name__}"
             raise ValueError(
                 f"darling.method={method.name} needs response embeddings: set darling.judge "
-                f"to kind embedding ({given} gives none)"
+                "to kind embedding (the judge here gives none)"
             )
         vectors = embed(list(responses))
         rows = [np.asarray(vectors[text], dtype=float).reshape(-1) for text in responses]
