@@ -179,6 +179,24 @@ def test_a_mini_arm_with_k_above_the_group_is_refused_by_arm():
         )
 
 
+def test_the_newest_rivals_are_miniature_arms_and_refused_by_arm():
+    arms = {
+        "grpo": {"enabled": False},
+        "unlikeliness": {"method": "unlikeliness"},
+        "pkpo": {"method": "pkpo", "pkpo_k": 4},
+        "dqo": {"method": "dqo"},  # the dice task's own embeddings
+    }
+    base = {"task": {"kind": "digit_sum"}, "trainer": {"group_size": 8}}
+    mini = validate_section(MiniConfig, {**base, "arms": arms})
+    assert [mini.arms[name].method for name in arms] == ["darling", *list(arms)[1:]]
+    too_big = {**arms, "pkpo": {"method": "pkpo", "pkpo_k": 9}}
+    with pytest.raises(ConfigError, match=r"arms\.pkpo\.pkpo_k=9 is more than trainer"):
+        validate_section(MiniConfig, {**base, "arms": too_big})
+    # outside the dice task DQO needs the embedding judge's embeddings
+    with pytest.raises(ConfigError, match=r"needs response embeddings: set darling\.judge\.kind"):
+        trl_config({"kind": "math", "data_path": "x.jsonl"}, {"method": "dqo"})
+
+
 def test_math_outcome_runs_judge_final_answers_with_math_verify(tmp_path):
     from darling_nemo.judges.answers import MathAnswerJudge
     from darling_nemo.trl.tasks import build_task
