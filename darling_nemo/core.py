@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from darling_nemo import methods
-from darling_nemo.methods.base import check_finite
+from darling_nemo.methods.base import check_finite, method_inputs
 from darling_nemo.methods.darling import QualityShift
 
 PairJudge = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
@@ -531,11 +531,14 @@ def darling_batch(
     judge: PairJudge | None,
     settings: DarlingSettings,
     known: Mapping[tuple[int, int], float] | None = None,
+    logprobs: Sequence[float] | None = None,
 ) -> DarlingBatch:
     """Quality + responses + group ids -> DARLING rewards and advantages for a whole batch.
 
     known: verdicts judged before, (a, b) with a < b indexing `responses` -> P(similar)
     (`partition_groups`' `known`); pairs across groups or outside the scope are ignored.
+    logprobs: each response's mean token log-probability, for a method that declares it
+    (`methods.base.method_inputs`; embeddings come from `judge.embed`).
 
     The reward is `settings.method`'s (darling_nemo/methods/, docs/rivals.md); its classes
     are of meaning (`settings.diversity`) or, for a method with answer classes, of final
@@ -551,6 +554,7 @@ def darling_batch(
     if method.check_quality is not None:
         method.check_quality(q)
     groups = group_indices(group_ids)
+    inputs = method_inputs(method, responses, judge, logprobs)
     out = _Classes(np.zeros(q.size), np.full(q.size, -1, dtype=np.int64), [], [])
     if method.answer_classes or settings.diversity == Diversity.SEMANTIC:
         _partition(responses, q, groups, judge, settings, known, method.answer_classes, out)
@@ -562,7 +566,7 @@ def darling_batch(
     else:
         raise ValueError(f"unknown diversity {settings.diversity!r}: use 'semantic' or 'ngram'")
 
-    reward = method.rewards(q, out.diversity, out.class_ids, groups, settings)
+    reward = method.rewards(q, out.diversity, out.class_ids, groups, settings, **inputs)
     adv = advantages(
         reward,
         group_ids,

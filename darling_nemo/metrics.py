@@ -5,7 +5,8 @@ the TRL and NeMo-RL runs of one config are compared under the same names)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,12 @@ class TimedJudge:
     @property
     def prefix_words(self) -> int | None:  # judge_stream.prefix_words of the wrapped judge
         return prefix_words(self.judge)
+
+    @property
+    def embed(self) -> Callable[[Sequence[str]], Mapping[str, Any]] | None:
+        """The wrapped judge's `embed` (texts -> {text: vector}), or None where it has none
+        (a method with embeddings, DQO, asks for it: methods.base.method_inputs)."""
+        return getattr(self.judge, "embed", None)
 
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> Sequence[float]:
         start = time.perf_counter()

@@ -6,7 +6,8 @@
     darling-score groups.jsonl --set method=pass_at_k --set k=4   # a rival (docs/rivals.md)
 
 Each input line: {"prompt": str, "responses": [str, ...], "quality": [float, ...]} (other
-fields are kept). Each output line adds class_ids, diversity, reward, advantage (one per
+fields are kept); with --set method=unlikeliness also "logprobs": [float, ...], each
+response's mean token log-probability under the policy that sampled it. Each output line adds class_ids, diversity, reward, advantage (one per
 response), num_classes, pairs_judged and pairs_total. Every line is checked before anything
 is scored; malformed lines are all reported with file and line number, and nothing is written.
 Nothing is written either when a result is not a finite number (qualities so large that the
@@ -39,6 +40,7 @@ from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import JudgeError, make_judge
 from darling_nemo.judges.registry import check_judge_models, judge_kinds
+from darling_nemo.methods.base import LOGPROBS
 from darling_nemo.schema import DarlingConfig, validate_darling
 
 GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call carries many pairs
@@ -74,12 +76,31 @@ def _check_group(row: dict[str, Any]) -> str | None:
         return "`responses` must be a list of strings"
     if not responses:
         return "`responses` is empty"
-    if not isinstance(quality, list) or len(quality) != len(responses):
+    if not isinstance(quality, list):
         return f"`quality` must be a list of {len(responses)} numbers (one per response)"
-    for k, q in enumerate(quality):
-        if isinstance(q, bool) or not isinstance(q, int | float) or not math.isfinite(q):
-            return f"quality[{k}] = {q!r} is not a finite number"
+    for field in ("quality", "logprobs")[: 1 + ("logprobs" in row)]:
+        values = row[field]
+        if not isinstance(values, list) or len(values) != len(responses):
+            return f"`{field}` must be a list of {len(responses)} numbers (one per response)"
+        for k, q in enumerate(values):
+            if isinstance(q, bool) or not isinstance(q, int | float) or not math.isfinite(q):
+                return f"{field}[{k}] = {q!r} is not a finite number"
     return None
+
+
+def check_method_inputs(
+    numbered: list[tuple[int, dict[str, Any]]], cfg: DarlingConfig, path: Path
+) -> None:
+    """A method that needs log-probabilities needs them on every line: name the first
+    line without them (nothing scored)."""
+    if LOGPROBS not in methods.method(cfg.method).inputs:
+        return
+    for lineno, row in numbered:
+        if "logprobs" not in row:
+            raise ValueError(
+                f"{path}:{lineno}: method {cfg.method} needs `logprobs` (each response's mean "
+                "token log-probability under the sampling policy) (nothing scored)"
+            )
 
 
 def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[str, Any]]:
@@ -91,14 +112,16 @@ def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[
     else:
         judge = make_judge(cfg.judge)
     settings = cfg.settings()
+    needs_logprobs = LOGPROBS in methods.method(cfg.method).inputs
     scored = []
     for start in range(0, len(groups), GROUPS_PER_JUDGE_WAVE):
         chunk = groups[start : start + GROUPS_PER_JUDGE_WAVE]
         responses = [r for g in chunk for r in g["responses"]]
         quality = [q for g in chunk for q in g["quality"]]
         gids = [k for k, g in enumerate(chunk) for _ in g["responses"]]
+        logprobs = [x for g in chunk for x in g["logprobs"]] if needs_logprobs else None
         with np.errstate(over="ignore", invalid="ignore"):  # refused by check_finite instead
-            out = darling_batch(responses, quality, gids, judge, settings)
+            out = darling_batch(responses, quality, gids, judge, settings, logprobs=logprobs)
         stop = 0
         for k, g in enumerate(chunk):
             rows = slice(stop, stop + len(g["responses"]))
@@ -162,7 +185,12 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     parser.add_argument("-o", "--output", type=Path, help="output JSONL (default: stdout)")
     parser.add_argument("--config", help="YAML file whose `darling:` section is used")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="darling.KEY override"
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"darling.KEY override; method= one of {', '.join(methods.method_names())} "
+        "(docs/rivals.md)",
     )
     parser.add_argument("--judge", choices=judge_kinds(), help="judge kind")
     parser.add_argument(
@@ -179,6 +207,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         check_output_file(args.output, "--output")
     check_judge_models(cfg.judge, "judge")
     numbered = read_groups(args.input)
+    check_method_inputs(numbered, cfg, args.input)
     try:
         scored = score_groups([group for _, group in numbered], cfg)
     except JudgeError as err:  # the classifier servers or the Ray pool gave up

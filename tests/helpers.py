@@ -119,12 +119,18 @@ def saved_decoder_config(folder: Path, config_class: Any, **sizes: Any) -> Any:
 
 
 def metrics_of_both_engines(
-    darling: Any, make_judge: Any, texts: list[str], quality: list[float]
+    darling: Any,
+    make_judge: Any,
+    texts: list[str],
+    quality: list[float],
+    logprobs: list[float] | None = None,
 ) -> dict[str, float]:
     """The darling/* metrics of two groups of four (prompts p and q), as the TRL reward logs
     them and as the NeMo-RL transform pops them for the same batch, each engine with its own
     `make_judge()`. Asserts that both log the same names with the same values (timings
-    apart) and returns the TRL engine's."""
+    apart) and returns the TRL engine's. `logprobs` (one per response) reach each engine the
+    way it gets them: TRL's reward keyword `darling_logprobs`, NeMo-RL's per-token
+    `generation_logprobs` (here one token per response)."""
     import pytest
     import torch
 
@@ -132,9 +138,11 @@ def metrics_of_both_engines(
     from darling_nemo.trl.reward import DarlingReward
 
     logged: dict[str, float] = {}
+    extra = {} if logprobs is None else {"darling_logprobs": list(logprobs)}
     DarlingReward(lambda prompts, completions, **_: list(quality), darling, 4, judge=make_judge())(
-        ["p"] * 4 + ["q"] * 4, texts, log_metric=logged.__setitem__
+        ["p"] * 4 + ["q"] * 4, texts, log_metric=logged.__setitem__, **extra
     )
+    token_logprobs = [[0.0]] * len(texts) if logprobs is None else [[lp] for lp in logprobs]
     transform = DarlingRewardTransform(darling, make_judge())
     prompt_ids = [torch.tensor([1])] * 4 + [torch.tensor([2])] * 4  # NeMo-RL groups by these
     transform.apply(
@@ -142,9 +150,14 @@ def metrics_of_both_engines(
             "message_log": [
                 [
                     {"role": "user", "content": "", "token_ids": ids},
-                    {"role": "assistant", "content": text, "token_ids": torch.tensor([0])},
+                    {
+                        "role": "assistant",
+                        "content": text,
+                        "token_ids": torch.tensor([0]),
+                        "generation_logprobs": torch.tensor(lps),
+                    },
                 ]
-                for ids, text in zip(prompt_ids, texts, strict=True)
+                for ids, text, lps in zip(prompt_ids, texts, token_logprobs, strict=True)
             ],
             "total_reward": torch.tensor(quality, dtype=torch.float32),
         }
@@ -166,21 +179,24 @@ def one_trl_step(
     *,
     max_completion_length: int,
     word_vocabulary: list[str] | None = None,
+    judge: Any = None,
 ) -> tuple[Any, Any, list[str]]:
     """One real GRPOTrainer step of the TRL engine (2 prompts, groups of 4) on `rows`, with
     `sections` (task, darling) completing its config. Asserts that the advantages TRL logs
     are the DARLING reward's, row for row; returns the trainer, the reward and the messages
-    of the FutureWarnings the step raised."""
+    of the FutureWarnings the step raised. The judge and the trainer class are chosen as
+    `trl.run` chooses them for the config's method (`judge_for_method`, `trainer_class_for`)."""
     import warnings
 
     import numpy as np
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    from darling_nemo.trl.logprobs import trainer_class_for
     from darling_nemo.trl.policy import build_policy
     from darling_nemo.trl.reward import DarlingReward
     from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
-    from darling_nemo.trl.tasks import Task
+    from darling_nemo.trl.tasks import Task, judge_for_method
 
     trainer_section = {"max_steps": 1, "prompts_per_step": 2, "group_size": 4}
     cfg = validate_trl_config(
@@ -192,13 +208,13 @@ def one_trl_step(
             **sections,
         }
     )
-    task = Task(rows, [], quality, judge=None, word_vocabulary=word_vocabulary)
+    task = Task(rows, [], quality, judge=judge, word_vocabulary=word_vocabulary)
     model, tokenizer = build_policy(cfg, task, tmp_path)
-    reward = DarlingReward(task.quality, cfg.darling, 4, judge=None)
+    reward = DarlingReward(task.quality, cfg.darling, 4, judge=judge_for_method(cfg, judge))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FutureWarning)
         with upstream_deprecations_silenced():
-            trainer = GRPOTrainer(
+            trainer = trainer_class_for(cfg.darling, GRPOTrainer)(
                 model=model,
                 reward_funcs=[reward],
                 args=grpo_args(cfg, tmp_path),

@@ -5,7 +5,8 @@
 One batch of the math recipes' shape (256 prompts x 8 responses): each response ends in a
 boxed answer drawn from three values per prompt (quality 1 for the first), so groups hold
 repeats for outcome exploration and mixed 0/1 rewards for pass@k. Every method runs on the
-same batch with the lexical rules as its pair judge (a classifier's own time is measured in
+same batch (with random log-probabilities per response, which only the unlikeliness reward
+reads) with the lexical rules as its pair judge (a classifier's own time is measured in
 docs/judge-cost.md); outcome exploration asks math-verify, as on a real math run, with a
 fresh cache each time (no response is parsed twice across repeats). Prints the median
 seconds of `--repeats` runs and the pairs each method judged.
@@ -23,6 +24,7 @@ import numpy as np
 from darling_nemo import methods
 from darling_nemo.core import darling_batch
 from darling_nemo.judges.answers import MathAnswerJudge
+from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.schema import LexicalJudgeConfig, validate_darling
 
 METHODS: dict[str, dict[str, Any]] = {
@@ -30,7 +32,27 @@ METHODS: dict[str, dict[str, Any]] = {
     "darling, fusion gdpo (lexical rules)": {"fusion": "gdpo"},
     "pass_at_k, k=4": {"method": "pass_at_k", "k": 4},
     "outcome (math-verify answers)": {"method": "outcome"},
+    "unlikeliness (log-probs given)": {"method": "unlikeliness"},
+    "pkpo, k=4": {"method": "pkpo", "pkpo_k": 4},
+    "dqo (384-d embeddings given)": {"method": "dqo"},
 }
+
+
+class GivenEmbeddings:
+    """A judge for DQO's row: a fixed random unit vector per text (MiniLM's 384 dimensions;
+    the embedding model's own time is the judge's, docs/judge-cost.md) and no pair joined
+    (the pairs the lexical rules leave open still go to it, for the class metrics)."""
+
+    def __init__(self, texts: list[str], seed: int = 0) -> None:
+        vectors = np.random.default_rng(seed).normal(size=(len(texts), 384))
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        self.vectors = dict(zip(texts, unit, strict=True))
+
+    def __call__(self, pairs: list[tuple[str, str]]) -> list[float]:
+        return [0.0] * len(pairs)
+
+    def embed(self, texts: list[str]) -> dict[str, np.ndarray]:
+        return {t: self.vectors[t] for t in texts}
 
 
 def batch(prompts: int, group_size: int, seed: int = 0) -> tuple[list[str], np.ndarray, list[int]]:
@@ -52,16 +74,20 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     texts, quality, groups = batch(args.prompts, args.group_size)
+    logprobs = np.random.default_rng(1).normal(-1.0, 0.3, size=len(texts))  # per response
     print(f"{args.prompts} prompts x {args.group_size} responses, median of {args.repeats} runs")
     medians = {}
     for name, section in METHODS.items():
         darling = validate_darling({"judge": LexicalJudgeConfig().model_dump(), **section})
         seconds, judged = [], 0
         for _ in range(args.repeats):
-            answers = methods.method(darling.method).answer_classes
-            judge = MathAnswerJudge() if answers else None
+            method = methods.method(darling.method)
+            judge: Any = MathAnswerJudge() if method.answer_classes else None
+            if EMBEDDINGS in method.inputs:  # DQO; the log-probs go to every method
+                judge = GivenEmbeddings(texts)
             start = time.perf_counter()
-            result = darling_batch(texts, quality, groups, judge, darling.settings())
+            settings = darling.settings()
+            result = darling_batch(texts, quality, groups, judge, settings, logprobs=logprobs)
             seconds.append(time.perf_counter() - start)
             judged = result.pairs_judged
         medians[name] = statistics.median(seconds)

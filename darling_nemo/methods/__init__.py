@@ -4,6 +4,9 @@
     gdpo.py        fusion gdpo: quality and diversity normalised apart, the batch whitened
     pass_at_k.py   pass@k training: the analytic pass@k advantage of binary rewards
     outcome.py     outcome exploration: a penalty per repeat of a final answer
+    unlikeliness.py  unlikeliness reward: correct but less likely responses keep more reward
+    pkpo.py        PKPO: the unbiased pass@k / maxg@k reward transformation, any k <= n
+    dqo.py         DQO: quality plus a log-determinant diversity gain over embeddings
 
 numpy and the standard library only, like the core that calls them (docs/rivals.md). A new
 method: its module (a `base.Method`, its config keys as `base.Key`s) and one line below.
@@ -11,7 +14,7 @@ method: its module (a `base.Method`, its config keys as `base.Key`s) and one lin
 
 from __future__ import annotations
 
-from darling_nemo.methods import darling, gdpo, outcome, pass_at_k
+from darling_nemo.methods import darling, dqo, gdpo, outcome, pass_at_k, pkpo, unlikeliness
 from darling_nemo.methods.base import Fusion, Key, Method, check_finite
 from darling_nemo.methods.registry import (
     all_keys,
@@ -24,7 +27,14 @@ from darling_nemo.methods.registry import (
 )
 
 # The registry's entries, in the order config messages list them.
-for _method in (darling.METHOD, pass_at_k.METHOD, outcome.METHOD):
+for _method in (
+    darling.METHOD,
+    pass_at_k.METHOD,
+    outcome.METHOD,
+    unlikeliness.METHOD,
+    pkpo.METHOD,
+    dqo.METHOD,
+):
     register_method(_method)
 for _fusion in (*darling.FUSIONS, gdpo.FUSION):
     register_fusion(_fusion)

@@ -45,8 +45,17 @@ class Settings(Protocol):
     keys: Mapping[str, Any]  # every registered method's config keys -> value
 
 
-RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray, Sequence[np.ndarray], Settings], Any]
-"""(quality, diversity, class ids, each group's rows, settings) -> one reward per response."""
+RewardFn = Callable[..., Any]
+"""(quality, diversity, class ids, each group's rows, settings, **inputs) -> one reward per
+response; `inputs` holds the arrays the method declares in `Method.inputs`, by name."""
+
+LOGPROBS = "logprobs"
+"""Input: each response's mean token log-probability under the policy that sampled it (the
+engines give it: TRL computes it, NeMo-RL reads vLLM's generation log-probs)."""
+
+EMBEDDINGS = "embeddings"
+"""Input: each response's embedding, one row each, from a judge with an `embed` method (the
+embedding judge, or the miniature's multiset judge)."""
 
 GroupFn = Callable[[np.ndarray, np.ndarray, Settings], np.ndarray]
 """One group's (quality, diversity, settings) -> its rewards, for a fusion of method darling."""
@@ -98,6 +107,39 @@ class Method:
     check_quality: Callable[[np.ndarray], None] | None = None
     # The section's values (key -> value) -> problems naming the keys, one line each.
     config_problems: Callable[[Mapping[str, Any]], list[str]] | None = None
+    # Per-response arrays beyond quality that `rewards` takes as keyword arguments
+    # (LOGPROBS, EMBEDDINGS); `method_inputs` gathers them or refuses in one line.
+    inputs: tuple[str, ...] = ()
+
+
+def method_inputs(
+    method: Method, responses: Sequence[str], judge: Any, logprobs: Sequence[float] | None
+) -> dict[str, np.ndarray]:
+    """The arrays `method.inputs` names, for a batch of `responses`: the engine's `logprobs`
+    and the embeddings of `judge.embed` (texts -> {text: vector}). A missing one is refused
+    in one line naming what gives it."""
+    inputs: dict[str, np.ndarray] = {}
+    if LOGPROBS in method.inputs:
+        if logprobs is None:
+            raise ValueError(
+                f"darling.method={method.name} needs each response's log-probability under the "
+                f"policy ({LOGPROBS}) and this caller gave none"
+            )
+        values = check_finite(logprobs, LOGPROBS)
+        if values.size != len(responses):
+            raise ValueError(f"{values.size} {LOGPROBS} for {len(responses)} responses")
+        inputs[LOGPROBS] = values
+    if EMBEDDINGS in method.inputs:
+        embed = getattr(judge, "embed", None)
+        if embed is None:
+            raise ValueError(
+                f"darling.method={method.name} needs response embeddings: set darling.judge "
+                "to kind embedding (the judge here gives none)"
+            )
+        vectors = embed(list(responses))
+        rows = [np.asarray(vectors[text], dtype=float).reshape(-1) for text in responses]
+        inputs[EMBEDDINGS] = np.stack(rows) if rows else np.zeros((0, 0))
+    return inputs
 
 
 @dataclass(frozen=True)

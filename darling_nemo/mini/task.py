@@ -18,7 +18,7 @@ multisets and merely shuffling them, which a string-level diversity measure woul
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations_with_replacement
@@ -136,3 +136,28 @@ class DigitSum:
         weights = (np.arange(len(multisets)) + 1.0) ** -zipf_exponent
         chosen = multisets[order[int(rng.choice(len(multisets), p=weights / weights.sum()))]]
         return [int(d) for d in rng.permutation(chosen)]
+
+    def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """An embedding of each answer for a method that needs one (DQO): how many times
+        each digit occurs, then the count of other words and an empty-answer flag, scaled to
+        unit length. Two orders of one multiset embed alike (the judge's rule); answers
+        that share most of their dice lie close."""
+        out = {}
+        for text in texts:
+            words = text.split()
+            counts = [words.count(d) for d in self.digits]
+            vector = np.array([*counts, len(words) - sum(counts), float(not words)])
+            out[text] = vector / np.linalg.norm(vector)
+        return out
+
+
+@dataclass(frozen=True)
+class JudgeWithEmbeddings:
+    """A pair judge's verdicts plus an `embed` (texts -> {text: vector}) from elsewhere: the
+    dice task's judge and `DigitSum.embed`, for a method that needs embeddings."""
+
+    judge: Callable[[Sequence[tuple[str, str]]], Sequence[float]]
+    embed: Callable[[Sequence[str]], dict[str, np.ndarray]]
+
+    def __call__(self, pairs: Sequence[tuple[str, str]]) -> Sequence[float]:
+        return self.judge(pairs)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from darling_nemo import methods
 from darling_nemo.core import DarlingBatch, KnownVerdicts, PairJudge, darling_batch
 from darling_nemo.judge_stream import (
     JudgeStream,
@@ -21,6 +22,7 @@ from darling_nemo.judge_stream import (
     prefix_words,
     usable_verdicts,
 )
+from darling_nemo.methods.base import LOGPROBS
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
 from darling_nemo.schema import DarlingConfig
 
@@ -47,6 +49,24 @@ def prompt_and_response(message_log: Sequence[dict[str, Any]]) -> tuple[tuple[in
     ids = torch.cat([torch.as_tensor(m["token_ids"]).reshape(-1) for m in prompt]) if prompt else []
     response = "".join(str(m["content"]) for m in message_log[first:] if m["role"] == "assistant")
     return tuple(int(t) for t in ids), response
+
+
+def mean_generation_logprob(message_log: Sequence[dict[str, Any]]) -> float:
+    """The mean over the response's tokens of vLLM's sampling log-probabilities (the
+    assistant messages' `generation_logprobs`, which NeMo-RL's rollout keeps), 0.0 for a
+    response of no tokens. A message without them is refused, naming the key."""
+    values = []
+    for message in message_log:
+        if message["role"] != "assistant":
+            continue
+        if "generation_logprobs" not in message:
+            raise ValueError(
+                "an assistant message has no generation_logprobs: the unlikeliness reward "
+                "reads them (NeMo-RL's vLLM rollout writes them)"
+            )
+        values.append(torch.as_tensor(message["generation_logprobs"]).reshape(-1).double())
+    tokens = torch.cat(values) if values else torch.zeros(0, dtype=torch.float64)
+    return float(tokens.mean()) if tokens.numel() else 0.0
 
 
 def _usable_verdicts(
@@ -78,6 +98,8 @@ class RolloutRows:
     responses: list[str]
     rewards: torch.Tensor  # total_reward as read (after NeMo-RL's reward scaling)
     kept: list[int]  # rows with loss_multiplier > 0: the partitioned rows
+    # Mean generation log-probability per row, read only for a method that needs it.
+    logprobs: list[float] | None = None
 
 
 @dataclass
@@ -97,6 +119,7 @@ class DarlingRewardTransform:
     def __init__(self, darling: DarlingConfig, judge: PairJudge | None) -> None:
         self.darling = darling
         self.settings = darling.settings()
+        self.logprobs = LOGPROBS in methods.method(darling.method).inputs  # read them?
         self.judge = TimedJudge(judge) if judge is not None else None
         # Set by the adapter when the rollout feeds it (darling.judge_during_generation).
         self.stream: JudgeStream | None = None
@@ -149,6 +172,7 @@ class DarlingRewardTransform:
             kept=[
                 row for row in range(len(logs)) if multiplier is None or float(multiplier[row]) > 0
             ],
+            logprobs=[mean_generation_logprob(log) for log in logs] if self.logprobs else None,
         )
         self._seconds += time.perf_counter() - start
         return rows
@@ -177,6 +201,7 @@ class DarlingRewardTransform:
                 self.judge,
                 self.settings,
                 known=known,
+                logprobs=[rows.logprobs[row] for row in rows.kept] if rows.logprobs else None,
             )
             reward[rows.kept], diversity[rows.kept] = result.reward, result.diversity
             self._batches.append((result, kept_prompts))

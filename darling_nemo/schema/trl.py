@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from darling_nemo import methods
+from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.schema.base import Strict
 from darling_nemo.schema.darling import DarlingConfig, group_size_problem
 from darling_nemo.schema.judges import LexicalJudgeConfig
@@ -222,6 +223,15 @@ def check_method_fits(task: TaskConfig, darling: DarlingConfig, group_size: int,
         raise ValueError(
             f"{key}.method={darling.method} needs {method.needs}{method.needs_detail}; "
             "task.kind=chat has graded scores and no final answer: use method darling"
+        )
+    if (
+        EMBEDDINGS in method.inputs
+        and task.kind != "digit_sum"
+        and darling.judge.kind != "embedding"
+    ):
+        raise ValueError(
+            f"{key}.method={darling.method} needs response embeddings: set "
+            f"{key}.judge.kind=embedding ({darling.judge.kind} gives none)"
         )
     problem = group_size_problem(darling, key, "trainer.group_size", group_size)
     if problem:

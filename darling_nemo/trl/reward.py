@@ -38,6 +38,7 @@ from darling_nemo.metrics import (
     usage_since,
 )
 from darling_nemo.schema import DarlingConfig
+from darling_nemo.trl.logprobs import LOGPROBS_FIELD
 
 TOKEN_LEVEL_LOSSES = ("bnpo", "dapo")
 
@@ -115,6 +116,7 @@ class DarlingReward:
         self.judge = TimedJudge(judge) if judge is not None else None
         self.last_batch: DarlingBatch | None = None
         self.last_metrics: dict[str, float] = {}
+        self.last_logprobs: Sequence[float] | None = None  # what darling_batch was given
         self._warned_no_log_metric = False
 
     def quality(
@@ -170,7 +172,10 @@ class DarlingReward:
         judge_before = judge_usage(self.judge)
         texts = [completion_text(c) for c in completions]
         group_ids = self.group_ids(prompts)
-        batch = darling_batch(texts, quality, group_ids, self.judge, self.settings)
+        logprobs = kwargs.get(LOGPROBS_FIELD)  # with_sequence_logprobs adds it where needed
+        batch = darling_batch(
+            texts, quality, group_ids, self.judge, self.settings, logprobs=logprobs
+        )
         step_metrics = darling_step_metrics(
             [(batch, group_ids)],
             semantic=self.settings.partitions,
@@ -178,7 +183,7 @@ class DarlingReward:
             judge=usage_since(judge_before, judge_usage(self.judge)),
         )
         metrics = {f"darling/{name}": value for name, value in step_metrics.items()}
-        self.last_batch, self.last_metrics = batch, metrics
+        self.last_batch, self.last_metrics, self.last_logprobs = batch, metrics, logprobs
         log_metric = kwargs.get("log_metric")  # recent TRL (1.16 does) passes it
         if log_metric is not None:
             for name, value in metrics.items():

@@ -57,8 +57,9 @@ from darling_nemo.trl.checkpoints import (
     checkpoint_step,
     last_checkpoint,
 )
+from darling_nemo.trl.logprobs import trainer_class_for
 from darling_nemo.trl.reward import DarlingReward, conversational
-from darling_nemo.trl.tasks import Task, build_task
+from darling_nemo.trl.tasks import Task, build_task, judge_for_method
 
 
 def validate_trl_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
@@ -517,12 +518,11 @@ def train(
         task.train_rows = conversational(task.train_rows)
         task.heldout_rows = conversational(task.heldout_rows)
     args = grpo_args(run_cfg, output_dir)
-    reward = DarlingReward(
-        task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=task.judge
-    )
+    judge = judge_for_method(run_cfg, task.judge)
+    reward = DarlingReward(task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=judge)
     resume_step = checkpoint_step(resume_from) if resume_from else 0
     truncate_history(history_path, resume_step if resume_from else -1)
-    trainer = all_or_nothing(GRPOTrainer)(
+    trainer = all_or_nothing(trainer_class_for(run_cfg.darling, GRPOTrainer))(
         model=model,
         reward_funcs=[reward],
         args=args,

@@ -19,7 +19,14 @@ from typing import Any
 from darling_nemo import methods
 from darling_nemo.core import PairJudge
 from darling_nemo.jsonl import read_jsonl_numbered
-from darling_nemo.mini.task import DigitSum, FlippedMultisetJudge, multiset_judge, prompt_text
+from darling_nemo.methods.base import EMBEDDINGS
+from darling_nemo.mini.task import (
+    DigitSum,
+    FlippedMultisetJudge,
+    JudgeWithEmbeddings,
+    multiset_judge,
+    prompt_text,
+)
 from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
@@ -304,3 +311,12 @@ def digit_sum_targets(task: DigitSumTaskConfig) -> dict[str, list[int]]:
     targets = range(task.min_target, task.max_target + 1)
     heldout = [t for t in targets if (t - task.min_target - 1) % task.heldout_every == 0]
     return {"train": [t for t in targets if t not in heldout], "heldout": heldout}
+
+
+def judge_for_method(cfg: TrlRunConfig, judge: PairJudge | None) -> PairJudge | None:
+    """The task's judge, given the dice task's embeddings (`DigitSum.embed`) where the
+    method needs embeddings (DQO); other tasks' embeddings come from an embedding judge."""
+    wants = EMBEDDINGS in methods.method(cfg.darling.method).inputs
+    if wants and judge is not None and isinstance(cfg.task, DigitSumTaskConfig):
+        return JudgeWithEmbeddings(judge, digit_sum_task(cfg.task).embed)
+    return judge

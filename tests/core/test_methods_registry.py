@@ -19,6 +19,9 @@ from helpers import REPO
 
 from darling_nemo import methods
 
+# The built-in methods, in registration order (methods/__init__.py).
+BUILT_IN = ["darling", "pass_at_k", "outcome", "unlikeliness", "pkpo", "dqo"]
+
 TOY_MODULE = '''
 """A toy method: reward = quality + toy_bonus * diversity."""
 
@@ -92,7 +95,7 @@ def test_a_toy_method_is_one_module_and_one_registry_entry(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert found["methods"] == ["darling", "pass_at_k", "outcome", "toy"]
+    assert found["methods"] == [*BUILT_IN, "toy"]
     reward = [1 + 4 / 3, 4 / 3, 3.0, 2.0]
     assert found["reward"] == pytest.approx(reward)
     mean = sum(reward) / 4

@@ -1,4 +1,5 @@
-"""The rival methods on the NeMo-RL path (conf/math_qwen3_4b_{passk,outcome,gdpo}.yaml).
+"""The rival methods on the NeMo-RL path (conf/math_qwen3_4b_{passk,outcome,gdpo}.yaml, and
+the darling config with darling.method=unlikeliness or pkpo).
 
 The transform writes each method's reward into `total_reward` the way it writes DARLING's;
 NeMo-RL's own group baseline then gives the core's advantage (the `nemo_rl` test runs the
@@ -35,19 +36,33 @@ EXPECTED = {
     # three: -0.5 * 2/4 = -0.25 -> rewards .75, .75, .75, 0, mean .5625 -> .1875 x3, -.5625.
     # B: one answer of 4: -0.5 * 3/4 each, constant -> advantage 0.
     "math_qwen3_4b_outcome": [0.1875] * 3 + [-0.5625] + [0.0] * 4,
+    # unlikeliness (mean generation log-probs -1, -3, -2, -0.5 | -1, -2, -3, -4; rank 0 =
+    # least likely; r = q (1 - rank/16)): A ranks 2, 0, 1, 3 -> .875, 1, .9375, 0 (wrong),
+    # mean .703125; B ranks 3, 2, 1, 0 -> .8125, .875, .9375, 1, mean .90625.
+    "unlikeliness": [0.171875, 0.296875, 0.234375, -0.703125, -0.09375, -0.03125, 0.03125, 0.09375],
+    # PKPO, k = 2, loo_minus_one: a correct response C(n-c, 1)/C(4, 2), a wrong one 0.
+    # A (c = 3): 1/6 x3, 0, mean 1/8 -> 1/24 x3, -1/8. B (c = 4): C(0, 1) = 0 for all -> 0.
+    "pkpo": [1 / 24] * 3 + [-1 / 8] + [0.0] * 4,
 }
 
 
-def rollout(responses=RESPONSES, quality=QUALITY) -> dict:
+# vLLM's per-token sampling log-probabilities, as NeMo-RL's rollout keeps them on each
+# assistant message (generation_logprobs); their means are -1, -3, -2, -0.5 | -1, -2, -3, -4.
+TOKEN_LOGPROBS = [[-1, -1], [-4, -2], [-2], [-0.5, -0.5], [-1], [-2, -2], [-3], [-4, -4, -4]]
+
+
+def rollout(responses=RESPONSES, quality=QUALITY, logprobs=TOKEN_LOGPROBS) -> dict:
     ids = {PROMPT_A: torch.tensor([1, 2]), PROMPT_B: torch.tensor([3, 4])}
     prompts = [PROMPT_A] * 4 + [PROMPT_B] * 4
+    assistant = [
+        {"role": "assistant", "content": r, "token_ids": torch.tensor([0] * len(lp))}
+        | ({"generation_logprobs": torch.tensor(lp, dtype=torch.float32)} if logprobs else {})
+        for r, lp in zip(responses, logprobs or [[0.0]] * len(responses), strict=True)
+    ]
     return {
         "message_log": [
-            [
-                {"role": "user", "content": p, "token_ids": ids[p]},
-                {"role": "assistant", "content": r, "token_ids": torch.tensor([0])},
-            ]
-            for p, r in zip(prompts, responses, strict=True)
+            [{"role": "user", "content": p, "token_ids": ids[p]}, message]
+            for p, message in zip(prompts, assistant, strict=True)
         ],
         "total_reward": torch.tensor(quality, dtype=torch.float32),
         "loss_multiplier": torch.ones(len(responses)),
@@ -64,6 +79,12 @@ def gdpo_expected() -> list[float]:
     return list(raw / raw.std(ddof=1))
 
 
+def method_of(config: str, overrides: list[str]) -> str:
+    """The key of EXPECTED: the method an override sets, else the config's name."""
+    named = [o.split("=")[1] for o in overrides if o.startswith("darling.method=")]
+    return named[0] if named else config
+
+
 def transform_for(config: str, *overrides: str) -> tuple[dict, DarlingRewardTransform]:
     cfg = load_config(CONF / f"{config}.yaml", [LEXICAL, *overrides])
     darling = validate_nemo_rl_config(cfg)
@@ -76,13 +97,17 @@ def transform_for(config: str, *overrides: str) -> tuple[dict, DarlingRewardTran
         ("math_qwen3_4b_passk", ["darling.k=1"]),
         ("math_qwen3_4b_outcome", []),
         ("math_qwen3_4b_gdpo", []),
+        ("math_qwen3_4b_darling", ["darling.method=unlikeliness"]),
+        ("math_qwen3_4b_darling", ["darling.method=pkpo", "darling.pkpo_k=2"]),
     ],
 )
 def test_the_transform_writes_each_methods_reward_by_hand(config, overrides):
     _, transform = transform_for(config, *overrides)
     batch = rollout()
     result = transform.apply(batch)
-    expected = gdpo_expected() if config.endswith("gdpo") else EXPECTED[config]
+    expected = (
+        gdpo_expected() if config.endswith("gdpo") else EXPECTED[method_of(config, overrides)]
+    )
     np.testing.assert_allclose(result.advantage, expected, rtol=1e-5, atol=1e-6)
     # written as the DARLING reward is: total_reward (its dtype), quality kept beside it;
     # NeMo-RL's group mean of it is 0 for passk and gdpo, so its advantage is the reward
@@ -91,6 +116,12 @@ def test_the_transform_writes_each_methods_reward_by_hand(config, overrides):
     centred = reward - reward.reshape(2, 4).mean(1).repeat(4)
     np.testing.assert_allclose(centred, expected, rtol=1e-5, atol=1e-6)
     assert transform.pop_metrics()["num_groups"] == 2.0
+
+
+def test_unlikeliness_without_generation_logprobs_is_refused_by_key():
+    _, transform = transform_for("math_qwen3_4b_darling", "darling.method=unlikeliness")
+    with pytest.raises(ValueError, match="an assistant message has no generation_logprobs"):
+        transform.apply(rollout(logprobs=None))
 
 
 def test_outcome_uses_math_verify_and_the_others_the_configured_judge():
@@ -114,6 +145,8 @@ def test_pass_at_k_refuses_scaled_rewards_at_the_step():
             "grpo.reward_scaling.enabled=true with darling.method=pass_at_k",
         ),
         ({"fusion": "gdpo"}, {"normalize_rewards": True}, "normalize_std"),
+        ({"method": "pkpo", "pkpo_k": 16}, {}, "darling.pkpo_k=16 is more than grpo.num_gen"),
+        ({"method": "dqo"}, {}, "darling.method=dqo needs response embeddings: set darling.judge"),
     ],
 )
 def test_nemo_rl_settings_a_method_cannot_work_with_are_refused_by_key(darling, grpo, named):
@@ -143,6 +176,8 @@ def test_outcome_does_not_stream_judgements_during_generation():
         ("math_qwen3_4b_passk", ["darling.k=1"]),
         ("math_qwen3_4b_outcome", []),
         ("math_qwen3_4b_gdpo", []),
+        ("math_qwen3_4b_darling", ["darling.method=unlikeliness"]),
+        ("math_qwen3_4b_darling", ["darling.method=pkpo", "darling.pkpo_k=2"]),
     ],
 )
 def test_the_hook_then_nemo_rls_own_baseline_trains_the_core_advantage(config, overrides):
@@ -159,6 +194,8 @@ def test_the_hook_then_nemo_rls_own_baseline_trains_the_core_advantage(config, o
     with darling_rewards(cfg):
         batch, baseline, _ = scale_rewards_and_baseline(cfg, batch, input_ids)
     assert not cfg["grpo"]["normalize_rewards"]  # grpo_train: advantage = reward - baseline
-    expected = gdpo_expected() if config.endswith("gdpo") else EXPECTED[config]
+    expected = (
+        gdpo_expected() if config.endswith("gdpo") else EXPECTED[method_of(config, overrides)]
+    )
     trained = (batch["total_reward"] - baseline).numpy()
     np.testing.assert_allclose(trained, expected, rtol=1e-5, atol=1e-6)

@@ -11,14 +11,19 @@ import torch
 from helpers import metrics_of_both_engines, one_trl_step
 
 from darling_nemo.core import darling_batch
-from darling_nemo.mini.task import multiset_judge
+from darling_nemo.methods.unlikeliness import unlikeliness_rewards
+from darling_nemo.mini.task import DigitSum, JudgeWithEmbeddings, multiset_judge
 from darling_nemo.schema import ConfigError, MiniConfig, validate_darling, validate_section
+from darling_nemo.trl.logprobs import LOGPROBS_FIELD
 from darling_nemo.trl.reward import DarlingReward
 
 METHODS = {
     "pass_at_k": {"method": "pass_at_k", "k": 2},
     "outcome": {"method": "outcome", "outcome_coef": 1.0},
     "gdpo": {"fusion": "gdpo"},
+    "unlikeliness": {"method": "unlikeliness"},
+    "pkpo": {"method": "pkpo", "pkpo_k": 2},
+    "dqo": {"method": "dqo"},
 }
 
 # Two dice prompts, 4 answers each. p: "1 2 3 4 5 6" twice and a shuffle of it (one multiset),
@@ -29,6 +34,14 @@ DICE = [
 ]  # fmt: skip
 QUALITY = [1, 1, 1, 0, 0, 1, 0, 0]
 PROMPTS = ["p"] * 4 + ["q"] * 4
+LOGPROBS = [-1.0, -3.0, -2.0, -0.5, -4.0, -1.5, -0.25, -2.5]  # the unlikeliness reward's input
+# The dice task's judge as the TRL run gives it to DQO: with the multisets' embeddings.
+DICE_JUDGE = JudgeWithEmbeddings(multiset_judge, DigitSum(6, 1, 6).embed)
+
+
+def inputs_of(method: str) -> dict[str, list[float]]:
+    """The reward keywords TRL passes for a method (with_sequence_logprobs' log-probs)."""
+    return {LOGPROBS_FIELD: LOGPROBS} if method == "unlikeliness" else {}
 
 
 def constant_quality(values):
@@ -58,12 +71,26 @@ def test_pass_at_k_through_the_adapter_by_hand():
     np.testing.assert_allclose(reward(PROMPTS, DICE), [0, 0, 0, 0, -1 / 3, 1, -1 / 3, -1 / 3])
 
 
+def test_unlikeliness_through_the_adapter_by_hand():
+    # p: log-probs -1, -3, -2, -0.5 rank 2, 0, 1, 3 (0 = least likely); n = 4, penalty 1/4:
+    #   rewards 1 - 2/16, 1, 1 - 1/16, 0 (incorrect) = .875, 1, .9375, 0; mean .703125.
+    # q: log-probs -4, -1.5, -0.25, -2.5 rank 0, 2, 3, 1; only row 5 correct: 1 - 2/16 =
+    #   .875; mean .21875.
+    darling = validate_darling(METHODS["unlikeliness"])
+    reward = DarlingReward(constant_quality(QUALITY), darling, 4, judge=multiset_judge)
+    out = reward(PROMPTS, DICE, **inputs_of("unlikeliness"))
+    want = [0.171875, 0.296875, 0.234375, -0.703125, -0.21875, 0.65625, -0.21875, -0.21875]
+    np.testing.assert_allclose(out, want)
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_the_adapter_returns_the_core_advantage_and_trls_baseline_keeps_it(method):
     darling = validate_darling(METHODS[method])
-    reward = DarlingReward(constant_quality(QUALITY), darling, 4, judge=multiset_judge)
-    out = np.asarray(reward(PROMPTS, DICE))
-    core = darling_batch(DICE, QUALITY, [0] * 4 + [1] * 4, multiset_judge, darling.settings())
+    reward = DarlingReward(constant_quality(QUALITY), darling, 4, judge=DICE_JUDGE)
+    out = np.asarray(reward(PROMPTS, DICE, **inputs_of(method)))
+    logprobs = LOGPROBS if method == "unlikeliness" else None
+    groups = [0] * 4 + [1] * 4
+    core = darling_batch(DICE, QUALITY, groups, DICE_JUDGE, darling.settings(), logprobs=logprobs)
     np.testing.assert_allclose(out, core.advantage)
     # TRL with scale_rewards="none": A = r - mean_group(r), which changes nothing here.
     trl_view = out - out.reshape(2, 4).mean(axis=1).repeat(4)
@@ -73,20 +100,25 @@ def test_the_adapter_returns_the_core_advantage_and_trls_baseline_keeps_it(metho
 @pytest.mark.parametrize("method", METHODS)
 def test_both_engines_log_the_same_metrics_for_every_method(method):
     darling = validate_darling(METHODS[method])
-    logged = metrics_of_both_engines(darling, lambda: multiset_judge, DICE, QUALITY)
+    logprobs = LOGPROBS if method == "unlikeliness" else None
+    logged = metrics_of_both_engines(darling, lambda: DICE_JUDGE, DICE, QUALITY, logprobs)
     # every method partitions here (the multiset judge): classes p 2, q 4
     assert logged["darling/classes_per_group"] == 3.0
 
 
-def test_a_real_trl_step_trains_on_the_pass_at_k_advantage(tmp_path, monkeypatch):
-    """One GRPOTrainer step with method pass_at_k: TRL's logged advantages are the core's."""
+@pytest.mark.parametrize("method", ["pass_at_k", "unlikeliness", "dqo"])
+def test_a_real_trl_step_trains_on_the_methods_advantage(tmp_path, monkeypatch, method):
+    """One GRPOTrainer step per method, with the judge and trainer class `trl.run` picks for
+    it: TRL's logged advantages are the core's (one_trl_step asserts it), and the method got
+    its input (unlikeliness: the policy's log-probabilities; DQO: the dice embeddings), or
+    the core would have refused the step."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
 
     def one_in_four(prompts, completions, **_):  # binary: 1 correct of each 4 (c=1, k=2)
         return [float(i % 4 == 0) for i in range(len(completions))]
 
-    sections = {"task": {"kind": "digit_sum"}, "darling": {"method": "pass_at_k", "k": 2}}
+    sections = {"task": {"kind": "digit_sum"}, "darling": METHODS[method]}
     rows = [{"prompt": "a b"}, {"prompt": "c d"}]
     _, reward, _ = one_trl_step(
         tmp_path,
@@ -95,9 +127,20 @@ def test_a_real_trl_step_trains_on_the_pass_at_k_advantage(tmp_path, monkeypatch
         one_in_four,
         max_completion_length=8,
         word_vocabulary=["a", "b", "c", "d", "e"],
+        judge=multiset_judge,
     )
-    assert set(reward.last_batch.quality.tolist()) <= {0.0, 1.0}
-    assert np.abs(reward.last_batch.advantage).sum() > 0  # a group that was not degenerate
+    batch = reward.last_batch
+    assert set(batch.quality.tolist()) <= {0.0, 1.0}
+    assert np.abs(batch.advantage).sum() > 0  # a group that was not degenerate
+    if method == "unlikeliness":  # mean token log-probabilities of the sampled completions
+        logprobs = np.asarray(reward.last_logprobs)
+        assert logprobs.shape == (8,) and np.all(logprobs < 0)
+        for rows_ in (slice(0, 4), slice(4, 8)):
+            want = unlikeliness_rewards(batch.quality[rows_], logprobs[rows_], 0.25)
+            np.testing.assert_allclose(batch.reward[rows_], want)
+    if method == "dqo":  # quality plus a log-det gain in (0, log 2]: not quality alone
+        gain = batch.reward - batch.quality
+        assert np.all((gain > 0) & (gain <= np.log(2) + 1e-12))
 
 
 # ------------------------------------------------------------------------- refusals by key
@@ -134,6 +177,24 @@ def test_a_mini_arm_with_k_above_the_group_is_refused_by_arm():
                 "arms": {"grpo": {"enabled": False}, "passk": {"method": "pass_at_k", "k": 16}},
             },
         )
+
+
+def test_the_newest_rivals_are_miniature_arms_and_refused_by_arm():
+    arms = {
+        "grpo": {"enabled": False},
+        "unlikeliness": {"method": "unlikeliness"},
+        "pkpo": {"method": "pkpo", "pkpo_k": 4},
+        "dqo": {"method": "dqo"},  # the dice task's own embeddings
+    }
+    base = {"task": {"kind": "digit_sum"}, "trainer": {"group_size": 8}}
+    mini = validate_section(MiniConfig, {**base, "arms": arms})
+    assert [mini.arms[name].method for name in arms] == ["darling", *list(arms)[1:]]
+    too_big = {**arms, "pkpo": {"method": "pkpo", "pkpo_k": 9}}
+    with pytest.raises(ConfigError, match=r"arms\.pkpo\.pkpo_k=9 is more than trainer"):
+        validate_section(MiniConfig, {**base, "arms": too_big})
+    # outside the dice task DQO needs the embedding judge's embeddings
+    with pytest.raises(ConfigError, match=r"needs response embeddings: set darling\.judge\.kind"):
+        trl_config({"kind": "math", "data_path": "x.jsonl"}, {"method": "dqo"})
 
 
 def test_math_outcome_runs_judge_final_answers_with_math_verify(tmp_path):
@@ -229,3 +290,32 @@ def test_the_cost_benchmark_times_every_method(capsys):
     assert list(medians) == list(METHODS) and all(s >= 0 for s in medians.values())
     out = capsys.readouterr().out
     assert "2 prompts x 8 responses" in out and "| outcome (math-verify answers) |" in out
+
+
+def test_completion_logprobs_match_one_unpadded_pass_per_row():
+    """`mean_completion_logprobs` pads a batch of prompt + completion rows of different
+    lengths into one forward pass; each row's mean must be what a pass over that row alone
+    gives (log-softmax of logits / temperature at the completion's tokens), and 0 for an
+    empty completion."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from darling_nemo.trl.logprobs import mean_completion_logprobs
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(
+        GPT2Config(vocab_size=11, n_positions=16, n_embd=8, n_layer=1, n_head=2)
+    )
+    model.eval()
+    prompts = [[1, 2], [3], [4, 5, 6], [7]]
+    completions = [[3, 4, 5], [6], [], [8, 9, 10, 2]]
+    got = mean_completion_logprobs(model, prompts, completions, temperature=0.7, pad_id=0)
+    for p, c, value in zip(prompts, completions, got, strict=True):
+        if not c:
+            assert value == 0.0
+            continue
+        ids = torch.tensor([p + c])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0].float() / 0.7
+        logp = torch.log_softmax(logits, -1)
+        want = sum(float(logp[len(p) - 1 + t, tok]) for t, tok in enumerate(c)) / len(c)
+        assert value == pytest.approx(want, abs=1e-5)

@@ -1,0 +1,78 @@
+"""Unlikeliness reward (`darling.method: unlikeliness`; He, Fried and Welleck 2025, arXiv
+2506.02355): a correct response the policy found less likely keeps more of its reward,
+so GRPO's bias toward already-likely solutions is countered; docs/rivals.md.
+
+As the authors' released code computes it (AndreHe02/rewarding-unlikely-release,
+`verl/trainer/ppo/ray_lean_trainer.py`, `_compute_advantages`; coefficient
+`lean.rank_penalty=0.25` in `examples/lean/grpo.sh`, the run the paper reports): each
+group's responses are ranked by their mean token log-probability under the policy that
+sampled them, 0 = least likely, and a reward r becomes r (1 - penalty * rank / n).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from darling_nemo.methods.base import LOGPROBS, Key, Method, Settings, per_group
+
+
+def likelihood_ranks(logprobs: Sequence[float]) -> np.ndarray:
+    """Each response's place when its group is sorted by log-probability, ascending: 0 for
+    the least likely. Ties keep response order (the authors' torch.argsort leaves ties
+    unspecified)."""
+    lp = np.asarray(logprobs, dtype=float)
+    ranks = np.empty(lp.size, dtype=np.int64)
+    ranks[np.argsort(lp, kind="stable")] = np.arange(lp.size)
+    return ranks
+
+
+def unlikeliness_rewards(
+    quality: Sequence[float], logprobs: Sequence[float], penalty: float
+) -> np.ndarray:
+    """One group: r_i = q_i (1 - penalty * rank_i / n), rank_i of `likelihood_ranks`.
+
+    Like the authors' code, and unlike the paper's wording (which ranks the correct
+    samples and speaks of sequence likelihood): every response of the group is ranked,
+    correct or not, by its MEAN token log-probability (length-normalised), and the rank is
+    divided by n, so the most likely response keeps 1 - penalty (n-1)/n of its reward. An
+    incorrect response (q = 0) gets 0 whatever its rank.
+    """
+    q = np.asarray(quality, dtype=float)
+    ranks = likelihood_ranks(logprobs)
+    return q * (1.0 - penalty * ranks / max(q.size, 1))
+
+
+def rewards(
+    quality: np.ndarray,
+    diversity: np.ndarray,
+    class_ids: np.ndarray,
+    groups: Sequence[np.ndarray],
+    settings: Settings,
+    logprobs: np.ndarray,
+) -> np.ndarray:
+    """Each group's `unlikeliness_rewards`."""
+    penalty = settings.keys["unlikeliness_penalty"]
+    return per_group(
+        quality.size,
+        groups,
+        lambda rows: unlikeliness_rewards(quality[rows], logprobs[rows], penalty),
+    )
+
+
+METHOD = Method(
+    "unlikeliness",
+    "unlikeliness reward",
+    rewards,
+    keys=(
+        Key(
+            "unlikeliness_penalty",
+            0.25,
+            "method unlikeliness: r (1 - penalty rank/n), rank 0 = least likely",
+            ge=0.0,
+            le=1.0,
+        ),
+    ),
+    inputs=(LOGPROBS,),
+)
