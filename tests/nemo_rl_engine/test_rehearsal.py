@@ -196,6 +196,20 @@ def test_shrink_changes_only_sizes_paths_and_services():
     assert after["policy"]["sequence_packing"]["train_mb_tokens"] == 112 * 2
 
 
+def test_a_rehearsal_process_imports_the_swap_only_with_a_module_it_patches():
+    # Most of a run's ~28 Python processes (Ray's daemons, idle and queue workers) never
+    # import a patched module; each paid 1-5 s of CPU for swap.py's imports at start-up.
+    site = REPO / "darling_nemo" / "rehearsal" / "site"
+    env = {**os.environ, "DARLING_REHEARSAL_DIR": "/r", "PYTHONPATH": f"{site}{os.pathsep}{REPO}"}
+    code = (
+        "import sys; swap = 'darling_nemo.rehearsal.swap'; print(swap in sys.modules); "
+        "from darling_nemo.nemo_rl.transform import DarlingRewardTransform as T; "
+        "print(swap in sys.modules, T.compute._rehearsal, T.__init__._rehearsal)"
+    )
+    proc = run_python("-c", code, env=env, timeout=120)
+    assert proc.stdout.split() == ["False", "True", "True", "True"], proc.stdout + proc.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # The rehearsals (NeMo-RL v0.4.0 importable)
 # ---------------------------------------------------------------------------------------------
