@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from darling_nemo.metrics import judge_usage
+from darling_nemo.rehearsal import PATCHED_MODULES
 from darling_nemo.rehearsal.pacing import MODEL_ENV, paced_judge
 from darling_nemo.rehearsal.phases import STREAMED_CHECK_SKIPPED, STREAMED_EQUALS_SYNCHRONOUS
 from darling_nemo.rehearsal.standins import STAND_INS
@@ -148,6 +149,10 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
         return None
 
 
+if set(PATCHES) != set(PATCHED_MODULES):  # sitecustomize installs this module by those names
+    raise ImportError(f"swap.PATCHES {sorted(PATCHES)} != PATCHED_MODULES {PATCHED_MODULES}")
+
+
 def install() -> None:
     """Patch now what is already imported, and the rest when it is."""
     for name, patch in PATCHES.items():
@@ -155,3 +160,10 @@ def install() -> None:
             patch(sys.modules[name])
     if not any(isinstance(f, _PatchAfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _PatchAfterImport())
+
+
+def patched_spec(name: str, path: Any, target: Any = None) -> Any:
+    """The spec of `name` (one of PATCHES), its module patched once it executes: for an
+    import already under way when install() ran (site/sitecustomize.py)."""
+    finder = next(f for f in sys.meta_path if isinstance(f, _PatchAfterImport))
+    return finder.find_spec(name, path, target)

@@ -196,6 +196,20 @@ def test_shrink_changes_only_sizes_paths_and_services():
     assert after["policy"]["sequence_packing"]["train_mb_tokens"] == 112 * 2
 
 
+def test_a_rehearsal_process_imports_the_swap_only_with_a_module_it_patches():
+    # Most of a run's ~28 Python processes (Ray's daemons, idle and queue workers) never
+    # import a patched module; each paid 1-5 s of CPU for swap.py's imports at start-up.
+    site = REPO / "darling_nemo" / "rehearsal" / "site"
+    env = {**os.environ, "DARLING_REHEARSAL_DIR": "/r", "PYTHONPATH": f"{site}{os.pathsep}{REPO}"}
+    code = (
+        "import sys; swap = 'darling_nemo.rehearsal.swap'; print(swap in sys.modules); "
+        "from darling_nemo.nemo_rl.transform import DarlingRewardTransform as T; "
+        "print(swap in sys.modules, T.compute._rehearsal, T.__init__._rehearsal)"
+    )
+    proc = run_python("-c", code, env=env, timeout=120)
+    assert proc.stdout.split() == ["False", "True", "True", "True"], proc.stdout + proc.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # The rehearsals (NeMo-RL v0.4.0 importable)
 # ---------------------------------------------------------------------------------------------
@@ -254,20 +268,43 @@ def assert_phases_pass(out: str, config: str, phases: tuple[str, ...]) -> None:
         )
 
 
+OTHER_CONFIGS = sorted(set(NEMO_RL_CONFIGS) - REPRESENTATIVES)
+OTHER_CONFIG_MARK = "OTHER CONFIG "
+
+
 @pytest.mark.nemo_rl
-@pytest.mark.parametrize(
-    "config", sorted(set(NEMO_RL_CONFIGS) - REPRESENTATIVES), ids=lambda c: Path(c).stem
-)
-def test_every_other_config_passes_contracts_and_prepare(config):
+def test_every_other_config_passes_contracts_and_prepare():
     # the configs whose code path another config trains below: the config phase, the four
-    # contracts (cached by the contract tests before this file) and the shrink's tiny models
+    # contracts (cached by the contract tests before this file) and the shrink's tiny models.
+    # One child process rehearses them all, one after another: a process per config paid its
+    # interpreter start and the imports of the tiny models (torch, transformers) 8 times.
     pytest.importorskip("nemo_rl")
-    rc, out, wall = in_process(config, [], runs=0)
-    print(f"REHEARSAL {config}: {verdict(out)} in {wall:.0f} s")
-    assert verdict(out).startswith("rehearsal: PASS up to prepare"), verdict(out)
-    assert rc == 0
-    assert_phases_pass(out, config, (*contract_phases(), "prepare"))
-    assert "phase ray" not in out
+    rehearsals = ", ".join(
+        f"({config!r}, Path({recipe_for(config)!r}).resolve(), "
+        f"{'wildchat' if 'wildchat' in recipe_for(config) else 'math'!r})"
+        for config in OTHER_CONFIGS
+    )
+    code = (
+        "from pathlib import Path; from darling_nemo.rehearsal.run import rehearse\n"
+        f"for config, recipe, task in [{rehearsals}]:\n"
+        f"    print({OTHER_CONFIG_MARK!r} + config, flush=True)\n"
+        f"    print({OTHER_CONFIG_MARK!r} + 'exit', rehearse(recipe, config, [], task, runs=0))"
+    )
+    rc, out, wall = run_rehearsal(["-c", code], timeout=3000)  # a hang guard only
+    assert rc == 0, out[-3000:]
+    # each config's own output: from its mark to the next config's
+    parts = re.split(rf"^{OTHER_CONFIG_MARK}(\S+)\n", out, flags=re.M)[1:]
+    outputs = dict(zip(parts[::2], parts[1::2], strict=True))
+    assert sorted(outputs) == OTHER_CONFIGS, sorted(outputs)
+    for config, config_out in outputs.items():
+        print(f"REHEARSAL {config}: {verdict(config_out)} ({wall:.0f} s for all)")
+        assert verdict(config_out).startswith("rehearsal: PASS up to prepare"), (
+            config,
+            verdict(config_out),
+        )
+        assert f"{OTHER_CONFIG_MARK}exit 0" in config_out, config
+        assert_phases_pass(config_out, config, (*contract_phases(), "prepare"))
+        assert "phase ray" not in config_out, config
 
 
 @pytest.mark.nemo_rl
