@@ -32,7 +32,8 @@ LAYERS: list[set[str]] = [
     {"config"},  # YAML loading and the one error path of every command
     {"plan"},  # the memory plan and the architecture table (read by judges' cost model)
     {"judges", "mini"},
-    {  # the engines and the single-purpose commands
+    {  # the engines, the tasks they train on, and the single-purpose commands
+        "tasks",
         "nemo_rl",
         "trl",
         "classifier_training",

@@ -16,18 +16,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from darling_nemo import tasks
 from darling_nemo.evals.plots import make_report
 from darling_nemo.export import LATEST, Checkpoint, export_checkpoint, find_checkpoint
 from darling_nemo.schema import ConfigError
 
 # The paper's settings are the eval configs' defaults (conf/eval/*.yaml, schema.py), but for
 # NoveltyBench's mode: the leaderboard's by default, the paper's with noveltybench:mode=darling.
+# Each task's evaluations, asked of the task registry (its older spellings too).
 TASK_EVALS: dict[str, dict[str, str]] = {
-    "math": {"math": "conf/eval/math.yaml"},
-    "wildchat": {
-        "noveltybench": "conf/eval/noveltybench.yaml",
-        "creative": "conf/eval/creative.yaml",
-    },
+    name: dict(entry.evaluations)
+    for entry in map(tasks.task, tasks.task_names())
+    if entry.evaluations
+    for name in (entry.name, *entry.aliases)
 }
 RECIPES = {
     "math": "recipes/eval_math.py",

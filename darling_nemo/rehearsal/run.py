@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from darling_nemo import tasks
 from darling_nemo.config import load_config, save_config
 from darling_nemo.judges import auth
 from darling_nemo.judges.registry import judge_kind
@@ -55,10 +56,6 @@ __all__ = ["RehearsalFailure", "logged_scalars", "rehearse", "run_phase"]
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent / "site"
-DATA = {
-    "math": resource_path("math_eval/aime25.jsonl"),
-    "wildchat": resource_path("noveltybench/wildchat-1k.jsonl"),
-}
 PHASE_TIMEOUT_S = 900
 
 
@@ -164,11 +161,11 @@ def prompts_file(task: str, out: Path, count: int, overlong: int) -> Path:
     exceed the shrunk prompt length on purpose (NeMo-RL masks them out; DARLING must leave
     them out of the partition). One over-long prompt in 8 keeps every step of 2 prompts with
     at least one real group."""
-    rows = [json.loads(line) for line in DATA[task].read_text().splitlines() if line.strip()]
-    if task == "math":
-        items = [{"input": r["question"], "output": r["answer"]} for r in rows]
-    else:
-        items = [{"input": r["prompt"], "output": ""} for r in rows]
+    nemo_rl = tasks.task(task).nemo_rl
+    assert nemo_rl is not None, f"the {task} task does not run on NeMo-RL"
+    data = resource_path(nemo_rl.rehearsal_data)
+    rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
+    items = [nemo_rl.rehearsal_row(r) for r in rows]
     items.sort(key=lambda r: len(r["input"].split()))
     chosen = items[:count] + (items[-overlong:] if overlong else [])
     with out.open("w") as handle:

@@ -8,7 +8,7 @@ arm's run config from the miniature's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import Field, model_validator
 
@@ -16,7 +16,7 @@ from darling_nemo import methods
 from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.schema.base import Strict
 from darling_nemo.schema.darling import DarlingConfig, group_size_problem
-from darling_nemo.schema.judges import LexicalJudgeConfig
+from darling_nemo.schema.judges import LexicalJudgeConfig, _models_by_dependency
 
 
 class TinyPolicyConfig(Strict):
@@ -40,9 +40,20 @@ class PretrainedPolicyConfig(Strict):
 PolicyConfig = Annotated[TinyPolicyConfig | PretrainedPolicyConfig, Field(discriminator="kind")]
 
 
-class DigitSumTaskConfig(Strict):
+class TaskSection(Strict):
+    """What every TRL `task:` section says about its task to the checks below (the task
+    registry, darling_nemo/tasks/, holds the rest)."""
+
+    # The task decides equivalence by its own rule, said in words: darling.judge stays unset.
+    own_judge_rule: ClassVar[str] = ""
+    # Graded scores and no final answer: the methods that need one are refused.
+    graded: ClassVar[bool] = False
+
+
+class DigitSumTaskConfig(TaskSection):
     """The miniature's task (darling_nemo/mini/task.py): `length` digits that total S."""
 
+    own_judge_rule: ClassVar[str] = "same digit multiset"
     kind: Literal["digit_sum"]
     # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
     # distinct answers to the digit-multiset judge.
@@ -71,7 +82,7 @@ class DigitSumTaskConfig(Strict):
         return self
 
 
-class MathTaskConfig(Strict):
+class MathTaskConfig(TaskSection):
     """Verifiable math from a JSONL file; quality 1 if math-verify accepts the boxed answer."""
 
     kind: Literal["math"]
@@ -109,9 +120,10 @@ ChatQualityConfig = Annotated[
 ]
 
 
-class ChatTaskConfig(Strict):
+class ChatTaskConfig(TaskSection):
     """Open-ended prompts (WildChat-style) from a JSONL file, scored by `quality`."""
 
+    graded: ClassVar[bool] = True
     kind: Literal["chat"]
     data_path: str
     prompt_key: str = "prompt"
@@ -121,9 +133,33 @@ class ChatTaskConfig(Strict):
     quality: ChatQualityConfig = Field(default_factory=LengthStandInQualityConfig)
 
 
-TaskConfig = Annotated[
-    DigitSumTaskConfig | MathTaskConfig | ChatTaskConfig, Field(discriminator="kind")
-]
+BUILTIN_TASK_CONFIGS: tuple[type[TaskSection], ...] = (
+    DigitSumTaskConfig,
+    MathTaskConfig,
+    ChatTaskConfig,
+)
+TaskConfig = Annotated[Union[BUILTIN_TASK_CONFIGS], Field(discriminator="kind")]  # noqa: UP007
+"""The shipped tasks' sections; a registered task's joins them (`use_task_configs`)."""
+
+_task_configs: tuple[type, ...] = BUILTIN_TASK_CONFIGS
+
+
+def use_task_configs(configs: tuple[type, ...]) -> None:
+    """Make every field that holds a TRL `task:` section accept exactly these sections, each
+    picked by its `kind`. Called by the task registry when a task is registered or removed;
+    the models holding such a field are rebuilt (as `judges.use_judge_configs` does)."""
+    global _task_configs
+    if configs == _task_configs:
+        return
+    _task_configs = configs
+    models = _models_by_dependency()
+    for model in models:
+        for info in model.model_fields.values():
+            members = set(get_args(info.annotation))
+            if info.discriminator == "kind" and set(BUILTIN_TASK_CONFIGS) <= members:
+                info.annotation = Union[configs]  # noqa: UP007
+    for model in models:
+        model.model_rebuild(force=True)
 
 
 class TrlTrainerConfig(Strict):
@@ -207,22 +243,23 @@ class TrlSharedConfig(Strict):
     logging: TrlLoggingConfig = Field(default_factory=TrlLoggingConfig)
 
 
-def check_digit_sum_judge(task: TaskConfig, darling: DarlingConfig, key: str) -> None:
-    """The digit_sum task decides equivalence by its own rule: refuse another judge at `key`."""
-    if task.kind == "digit_sum" and not isinstance(darling.judge, LexicalJudgeConfig):
+def check_task_judge(task: TaskSection, darling: DarlingConfig, key: str) -> None:
+    """A task with its own equivalence rule (digit_sum's): refuse another judge at `key`."""
+    rule = type(task).own_judge_rule
+    if rule and not isinstance(darling.judge, LexicalJudgeConfig):
         raise ValueError(
-            f"{key}: the digit_sum task decides equivalence by its own rule (same digit "
-            f"multiset); leave {key} unset"
+            f"{key}: the {task.kind} task decides equivalence by its own rule ({rule}); "
+            f"leave {key} unset"
         )
 
 
-def check_method_fits(task: TaskConfig, darling: DarlingConfig, group_size: int, key: str) -> None:
+def check_method_fits(task: TaskSection, darling: DarlingConfig, group_size: int, key: str) -> None:
     """Refuse a `darling.method` the task or the group size cannot serve, naming `key`."""
     method = methods.method(darling.method)
-    if method.needs and task.kind == "chat":
+    if method.needs and type(task).graded:
         raise ValueError(
             f"{key}.method={darling.method} needs {method.needs}{method.needs_detail}; "
-            "task.kind=chat has graded scores and no final answer: use method darling"
+            f"task.kind={task.kind} has graded scores and no final answer: use method darling"
         )
     if (
         EMBEDDINGS in method.inputs
@@ -251,7 +288,7 @@ class TrlRunConfig(TrlSharedConfig):
 
     @model_validator(mode="after")
     def _digit_sum_has_its_own_judge(self) -> TrlRunConfig:
-        check_digit_sum_judge(self.task, self.darling, "darling.judge")
+        check_task_judge(self.task, self.darling, "darling.judge")
         check_method_fits(self.task, self.darling, self.trainer.group_size, "darling")
         return self
 
@@ -295,7 +332,7 @@ class MiniConfig(TrlSharedConfig):
     @model_validator(mode="after")
     def _arms_leave_the_judge_to_the_task(self) -> MiniConfig:
         for name, darling in self.arms.items():
-            check_digit_sum_judge(self.task, darling, f"arms.{name}.judge")
+            check_task_judge(self.task, darling, f"arms.{name}.judge")
             check_method_fits(self.task, darling, self.trainer.group_size, f"arms.{name}")
         measured = [f"pass@{k}" for k in self.evaluation.pass_at_k]
         measured += ["distinct_correct", "distinct_all"]

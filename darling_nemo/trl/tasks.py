@@ -1,10 +1,8 @@
 """What a TRL run trains on: prompts, their quality function and the pair judge.
 
-Three tasks (`task.kind`): the miniature's dice (`digit_sum`, its own multiset judge),
-verifiable math from a JSONL file (math-verify), and open-ended chat prompts scored by a
-reward model (or a length stand-in for smoke runs). With `darling.method: outcome` the judge
-compares final answers: the dice task's multiset judge already does, math gets math-verify's
-(judges/answers.py); chat has no final answers (refused by the schema). Quality functions are TRL-style reward
+The task (`task.kind`) is asked of the task registry (darling_nemo/tasks/: its prompts and
+its quality), the pair judge of `tasks.judge.run_judge`. Here: the quality functions and
+the data helpers the shipped tasks share. Quality functions are TRL-style reward
 functions, `(prompts=..., completions=..., **dataset columns) -> floats`; `DarlingReward`
 turns them into DARLING advantages. Torch-free at import: the reward model loads torch
 when it is built.
@@ -16,31 +14,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from darling_nemo import methods
+from darling_nemo import methods, tasks
 from darling_nemo.core import PairJudge
 from darling_nemo.jsonl import read_jsonl_numbered
 from darling_nemo.methods.base import EMBEDDINGS
-from darling_nemo.mini.task import (
-    DigitSum,
-    FlippedMultisetJudge,
-    JudgeWithEmbeddings,
-    multiset_judge,
-    prompt_text,
-)
+from darling_nemo.mini.task import DigitSum, JudgeWithEmbeddings
 from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
-    DigitSumTaskConfig,
-    LengthStandInQualityConfig,
     MathTaskConfig,
     RewardModelQualityConfig,
     TrlRunConfig,
 )
-from darling_nemo.trl.prompt_budget import fit_prompts
+from darling_nemo.tasks.base import QualityFn
+from darling_nemo.tasks.digit_sum import (  # noqa: F401 (re-exported: the miniature's recipe)
+    digit_sum_targets,
+    digit_sum_task,
+)
+from darling_nemo.tasks.judge import JudgeChoice, run_judge
 from darling_nemo.trl.reward import completion_text
-
-QualityFn = Callable[..., Sequence[float | None]]
-"""A TRL-style reward function: (prompts=..., completions=..., **dataset columns) -> floats."""
 
 
 def digit_sum_quality(task: DigitSum) -> QualityFn:
@@ -221,77 +213,18 @@ class Task:
     evaluation_judge: PairJudge | None = None
 
 
-def build_task(cfg: TrlRunConfig) -> Task:
-    """The task a config names, with its quality function and pair judge."""
-    task = cfg.task
-    if isinstance(task, DigitSumTaskConfig):  # (the schema refuses another judge here)
-        digit_sum = digit_sum_task(task)
-        targets = digit_sum_targets(task)
-        return Task(
-            train_rows=[{"prompt": prompt_text(t)} for t in targets["train"]],
-            heldout_rows=[{"prompt": prompt_text(t)} for t in targets["heldout"]],
-            quality=digit_sum_quality(digit_sum),
-            judge=(
-                multiset_judge
-                if task.judge_accuracy == 1.0
-                else FlippedMultisetJudge(task.judge_accuracy, task.judge_seed)
-            ),
-            word_vocabulary=digit_sum.vocabulary(),
-            evaluation_judge=multiset_judge,
-        )
-
-    from darling_nemo.judges import make_judge
-
-    def judge() -> PairJudge | None:  # loaded once the data is known good (it may be a model)
-        return make_judge(cfg.darling.judge) if cfg.darling.calls_judge else None
-
-    if isinstance(task, MathTaskConfig):
-        raw, lines = task_rows(task)
-        path = task.data_path
-        questions = column(raw, lines, task.question_key, path, "task.question_key")
-        answers = column(
-            raw, lines, task.answer_key, path, "task.answer_key", is_answer, "a string or number"
-        )
-        prompts = fit_prompts(
-            cfg,
-            [str(q) for q in questions],
-            lambda q: task.prompt_template.format(question=q),
-            lines,
-        )
-        rows = [{"prompt": p, "answer": str(a)} for p, a in zip(prompts, answers, strict=True)]
-        split = len(rows) - task.heldout_prompts
-        if split < 1:
-            raise ConfigError(
-                f"task.data_path: {task.data_path} has {len(rows)} row(s), and "
-                f"task.heldout_prompts={task.heldout_prompts} leaves none to train on: "
-                "add prompts or lower task.heldout_prompts"
-            )
-        words = prompt_words([*rows, *({"prompt": r["answer"]} for r in rows)])
-        if methods.method(cfg.darling.method).answer_classes:  # classes of final answers
-            from darling_nemo.judges.answers import MathAnswerJudge
-
-            return Task(rows[:split], rows[split:], math_verify_quality, MathAnswerJudge(), words)
-        return Task(rows[:split], rows[split:], math_verify_quality, judge(), words)
-
-    assert isinstance(task, ChatTaskConfig)
-    raw, lines = task_rows(task)
-    if not raw:
-        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
-    texts = column(
-        raw,
-        lines,
-        task.prompt_key,
-        task.data_path,
-        "task.prompt_key",
-        is_chat_prompt,
-        'a string or a list of {"role": ..., "content": ...} turns',
-    )
-    rows = [{"prompt": p} for p in fit_prompts(cfg, texts, lambda text: text, lines)]
-    if isinstance(task.quality, LengthStandInQualityConfig):
-        quality: QualityFn = length_stand_in_quality(task.quality.target_words)
-    else:
-        quality = RewardModelQuality(task.quality)
-    return Task(rows, [], quality, judge(), prompt_words(rows))
+def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> Task:
+    """The task a config names (asked of the task registry), with its quality function and
+    pair judge. `judge`: the run's judge, decided once by the caller; None: decided here."""
+    entry = tasks.task_of(cfg.task)
+    assert entry.prompts is not None and entry.quality is not None  # (it has a TRL section)
+    prompts = entry.prompts(cfg)
+    quality = entry.quality(cfg.task)
+    made = (judge or run_judge(entry, cfg.darling)).make()  # once the data is known good
+    trains_with = entry.training_judge(cfg.task) if entry.training_judge else None
+    if trains_with is not None:  # training's judge is wrong on purpose; evaluation's is not
+        return Task(prompts.train, prompts.heldout, quality, trains_with, prompts.vocabulary, made)
+    return Task(prompts.train, prompts.heldout, quality, made, prompts.vocabulary)
 
 
 def prompt_words(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -302,21 +235,11 @@ def prompt_words(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted({word for row in rows for word in str(row["prompt"]).split()})
 
 
-def digit_sum_task(task: DigitSumTaskConfig) -> DigitSum:
-    return DigitSum(task.length, task.min_digit, task.max_digit)
-
-
-def digit_sum_targets(task: DigitSumTaskConfig) -> dict[str, list[int]]:
-    """Training and held-out target sums: every `heldout_every`-th target from min+1 is held out."""
-    targets = range(task.min_target, task.max_target + 1)
-    heldout = [t for t in targets if (t - task.min_target - 1) % task.heldout_every == 0]
-    return {"train": [t for t in targets if t not in heldout], "heldout": heldout}
-
-
 def judge_for_method(cfg: TrlRunConfig, judge: PairJudge | None) -> PairJudge | None:
-    """The task's judge, given the dice task's embeddings (`DigitSum.embed`) where the
-    method needs embeddings (DQO); other tasks' embeddings come from an embedding judge."""
+    """The task's judge, given the task's own embeddings (the dice task's `DigitSum.embed`)
+    where the method needs embeddings (DQO); other tasks' come from an embedding judge."""
     wants = EMBEDDINGS in methods.method(cfg.darling.method).inputs
-    if wants and judge is not None and isinstance(cfg.task, DigitSumTaskConfig):
-        return JudgeWithEmbeddings(judge, digit_sum_task(cfg.task).embed)
+    entry = tasks.task_of(cfg.task)
+    if wants and judge is not None and entry.embeddings is not None:
+        return JudgeWithEmbeddings(judge, entry.embeddings(cfg.task))
     return judge

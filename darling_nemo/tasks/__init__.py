@@ -1,0 +1,41 @@
+"""The tasks: one module each, one registry that both engines and the tools ask.
+
+    digit_sum.py  the miniature's dice task (TRL engine; its own multiset judge)
+    math.py       verifiable math (math-verify), both engines
+    chat.py       open-ended chat prompts scored by a reward model, both engines
+    judge.py      which pair judge a run calls, decided once from its task and darling:
+
+A new task: its module (a `base.Task`, its TRL `task:` section a `schema.TaskSection`) and
+one line below (docs/tasks.md, "Adding a task"). Nothing outside this package,
+the schema and conf/ names a task.
+"""
+
+from __future__ import annotations
+
+from darling_nemo.tasks import chat, digit_sum, math
+from darling_nemo.tasks.base import NemoRlTask, Prompts, QualityFn, Task
+from darling_nemo.tasks.registry import (
+    register_task,
+    registered,
+    task,
+    task_names,
+    task_of,
+    unregister_task,
+)
+
+# The registry's entries, in the order messages list them.
+for _task in (digit_sum.TASK, math.TASK, chat.TASK):
+    register_task(_task)
+
+__all__ = [
+    "NemoRlTask",
+    "Prompts",
+    "QualityFn",
+    "Task",
+    "register_task",
+    "registered",
+    "task",
+    "task_names",
+    "task_of",
+    "unregister_task",
+]

@@ -1,0 +1,104 @@
+"""What a task is: the shape of a task registry entry (`Task`), read by both engines.
+
+A task is what a run trains on: where its prompts come from and how they are written, how a
+response is scored (its quality), how two final answers are compared where a method needs
+answer classes, the judge it brings of its own, the evaluations that measure it, and what
+each engine needs of it. Its name is the same on both engines: `task.kind` of a TRL run,
+the `task_name` of NeMo-RL's data rows and environments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+QualityFn = Callable[..., Sequence[float | None]]
+"""A TRL-style reward function: (prompts=..., completions=..., **dataset columns) -> floats."""
+
+PairJudgeFn = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
+"""The core's `PairJudge`: pairs of responses -> the probability each pair is equivalent."""
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """A TRL run's prompts: rows ({"prompt": ..., and the columns its quality reads}), the
+    held-out rows its evaluation samples, and a tiny policy's word vocabulary (None: the
+    tiny policy's tokenizer is made of characters)."""
+
+    train: list[dict[str, Any]]
+    heldout: list[dict[str, Any]]
+    vocabulary: list[str] | None
+
+
+@dataclass(frozen=True)
+class NemoRlTask:
+    """What the NeMo-RL engine needs of a task (darling_nemo/nemo_rl/ maps it to NeMo-RL's
+    objects; nothing here imports NeMo-RL).
+
+    environment: the NeMo-RL environment actor that scores responses (its class path, also
+        the key of NeMo-RL's actor environment registry).
+    env_key: the config section of that environment, `env.<env_key>`.
+    processor: how a data row becomes a prompt: "math_hf" (NeMo-RL's math_hf_data_processor)
+        or "chat_prompt" (the adapter's chat template renderer).
+    needs_reward_model: `env.reward_model.enabled` must be this (a config for another task is
+        refused naming the key).
+    rehearsal_data: the shipped JSONL (relative to darling_nemo/resources/) the CPU rehearsal
+        trains on, and `rehearsal_row`, one of its rows as NeMo-RL's {"input", "output"}.
+    prep_command: the command that writes NeMo-RL's data files for it (named by the data
+        check's hint).
+    """
+
+    environment: str
+    env_key: str
+    processor: str
+    needs_reward_model: bool
+    rehearsal_data: str
+    rehearsal_row: Callable[[Mapping[str, Any]], dict[str, str]]
+    prep_command: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: everything about it that code outside darling_nemo/tasks/ may ask.
+
+    name: its one name on both engines (TRL's `task.kind`, NeMo-RL's `task_name`).
+    title: in messages ("verifiable math", "open-ended chat").
+    config: its TRL `task:` section, a `schema.Strict` model whose `kind` is `name`
+        (registering the task makes TRL configs accept it); None: not on the TRL engine.
+    prompts: (validated TRL run config) -> its `Prompts`: the prompt source and template
+        (bad data is a ConfigError naming the key and file:line).
+    quality: (its validated `task:` section) -> the quality function, TRL-style.
+    answer_judge: () -> the judge of final answers (two responses are one class when their
+        final answers agree), for the methods that need answer classes
+        (`methods.Method.answer_classes`, e.g. outcome); None: the task has no final answers.
+    answers_title: how messages name that judge ("math-verify answers").
+    own_judge: the task decides equivalence by its own rule (`darling.judge` must stay
+        unset); None: the run's `darling.judge` decides.
+    graded: its quality is graded, not a verifier's 0/1 with a final answer: the methods
+        that need one (`methods.Method.needs`) are refused.
+    evaluations: eval name -> its config (conf/eval/*.yaml) that `darling-compare` runs on a
+        checkpoint of this task.
+    nemo_rl: what the NeMo-RL engine needs; None: not on the NeMo-RL engine.
+    aliases: older spellings of `name`, still accepted where data or configs carry them.
+    training_judge: (its `task:` section) -> a judge training calls instead of `own_judge`
+        (the dice task's judge of chosen accuracy, `task.judge_accuracy`; evaluation keeps
+        the own judge), or None where the section asks for none.
+    embeddings: (its `task:` section) -> texts -> one embedding row per text, the task's
+        own embeddings for the methods that need them (DQO); None: an embedding judge's.
+    """
+
+    name: str
+    title: str
+    config: type | None = None
+    prompts: Callable[[Any], Prompts] | None = None
+    quality: Callable[[Any], QualityFn] | None = None
+    answer_judge: Callable[[], PairJudgeFn] | None = None
+    answers_title: str = "final answers"
+    own_judge: PairJudgeFn | None = None
+    graded: bool = False
+    evaluations: Mapping[str, str] = field(default_factory=dict)
+    nemo_rl: NemoRlTask | None = None
+    aliases: tuple[str, ...] = ()
+    training_judge: Callable[[Any], PairJudgeFn | None] | None = None
+    embeddings: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None

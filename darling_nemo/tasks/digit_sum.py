@@ -1,0 +1,63 @@
+"""digit_sum: the miniature's dice task (darling_nemo/mini/task.py), TRL engine only.
+
+`length` digits that total a target; quality 1 for a right answer. Two answers are one
+class when they hold the same digits (its own multiset judge, so `darling.judge` stays
+unset): it compares final answers already, for every method.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from darling_nemo.mini.task import DigitSum, FlippedMultisetJudge, multiset_judge, prompt_text
+from darling_nemo.schema import DigitSumTaskConfig
+from darling_nemo.tasks.base import Prompts, QualityFn, Task
+
+
+def digit_sum_task(section: DigitSumTaskConfig) -> DigitSum:
+    return DigitSum(section.length, section.min_digit, section.max_digit)
+
+
+def digit_sum_targets(section: DigitSumTaskConfig) -> dict[str, list[int]]:
+    """Training and held-out target sums: every `heldout_every`-th target from min+1 is held out."""
+    targets = range(section.min_target, section.max_target + 1)
+    heldout = [t for t in targets if (t - section.min_target - 1) % section.heldout_every == 0]
+    return {"train": [t for t in targets if t not in heldout], "heldout": heldout}
+
+
+def prompts(cfg: Any) -> Prompts:
+    targets = digit_sum_targets(cfg.task)
+    return Prompts(
+        train=[{"prompt": prompt_text(t)} for t in targets["train"]],
+        heldout=[{"prompt": prompt_text(t)} for t in targets["heldout"]],
+        vocabulary=digit_sum_task(cfg.task).vocabulary(),
+    )
+
+
+def quality(section: DigitSumTaskConfig) -> QualityFn:
+    from darling_nemo.trl.tasks import digit_sum_quality
+
+    return digit_sum_quality(digit_sum_task(section))
+
+
+def training_judge(section: DigitSumTaskConfig) -> FlippedMultisetJudge | None:
+    """The multiset judge made wrong on a chosen fraction of pairs (task.judge_accuracy)."""
+    if section.judge_accuracy == 1.0:
+        return None
+    return FlippedMultisetJudge(section.judge_accuracy, section.judge_seed)
+
+
+def embeddings(section: DigitSumTaskConfig) -> Any:
+    return digit_sum_task(section).embed
+
+
+TASK = Task(
+    "digit_sum",
+    "the dice task",
+    config=DigitSumTaskConfig,
+    prompts=prompts,
+    quality=quality,
+    own_judge=multiset_judge,
+    training_judge=training_judge,
+    embeddings=embeddings,
+)

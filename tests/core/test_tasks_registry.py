@@ -1,0 +1,83 @@
+"""The task registry (darling_nemo/tasks/): the shipped tasks, their lookup, and a toy task
+added from a test that TRL run configs accept while it is registered, and refuse after."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import pytest
+
+from darling_nemo import tasks
+from darling_nemo.mini.task import multiset_judge
+from darling_nemo.schema import (
+    ConfigError,
+    TaskSection,
+    TrlRunConfig,
+    validate_darling,
+    validate_section,
+)
+from darling_nemo.tasks.base import Prompts, Task
+from darling_nemo.tasks.judge import run_judge
+
+
+class ToyTaskConfig(TaskSection):
+    graded: ClassVar[bool] = True
+    kind: Literal["toy"]
+    words: int = 3
+
+
+def toy_quality(section: ToyTaskConfig):
+    return lambda prompts, completions, **_: [
+        float(len(c.split()) == section.words) for c in completions
+    ]
+
+
+TOY = Task(
+    "toy",
+    "the toy task",
+    config=ToyTaskConfig,
+    prompts=lambda cfg: Prompts([{"prompt": "say three words"}], [], None),
+    quality=toy_quality,
+    graded=True,
+)
+
+
+def test_the_shipped_tasks_and_their_older_spelling():
+    assert tasks.task_names() == ("digit_sum", "math", "chat")
+    assert tasks.task("wildchat") is tasks.task("chat")
+    with pytest.raises(KeyError, match="unknown task 'toy': one of digit_sum, math, chat"):
+        tasks.task("toy")
+
+
+def test_a_toy_task_is_accepted_by_trl_configs_while_registered():
+    run = {"engine": "trl", "task": {"kind": "toy", "words": 2}}
+    with pytest.raises(ConfigError, match="task"):
+        validate_section(TrlRunConfig, run, "")
+    with tasks.registered(TOY):
+        cfg = validate_section(TrlRunConfig, run, "")
+        assert tasks.task_of(cfg.task) is TOY and cfg.task.words == 2
+        assert tasks.task_names()[-1] == "toy"
+        quality = TOY.quality(cfg.task)
+        assert quality(["p", "p"], ["a b", "a b c"]) == [1.0, 0.0]
+        with pytest.raises(ConfigError, match=r"task\.kind=toy has graded scores"):
+            validate_section(TrlRunConfig, {**run, "darling": {"method": "outcome"}}, "")
+    with pytest.raises(ConfigError):
+        validate_section(TrlRunConfig, run, "")
+
+
+def test_a_second_entry_of_a_name_or_a_wrong_kind_is_refused():
+    with pytest.raises(ValueError, match=r"name\(s\) \['wildchat'\] are registered already"):
+        tasks.register_task(Task("other", "x", aliases=("wildchat",)))
+    with pytest.raises(ValueError, match="its config's kind is 'toy', not its name"):
+        tasks.register_task(Task("toy2", "x", config=ToyTaskConfig))
+    assert tasks.task_names() == ("digit_sum", "math", "chat")
+
+
+def test_the_run_judge_is_decided_once_from_task_and_method():
+    lexical = validate_darling({})
+    outcome = validate_darling({"method": "outcome"})
+    assert run_judge(tasks.task("digit_sum"), outcome).make() is multiset_judge
+    assert run_judge(tasks.task("math"), outcome).said == "math-verify answers"
+    assert run_judge(tasks.task("math"), lexical).make() is None
+    with pytest.raises(ValueError, match="the chat task has none"):
+        run_judge(tasks.task("chat"), outcome)
