@@ -115,8 +115,35 @@ class ChatTaskConfig(Strict):
     quality: ChatQualityConfig = Field(default_factory=LengthStandInQualityConfig)
 
 
+class RewardFuncsTaskConfig(Strict):
+    """A user's TRL-style reward functions over prompts from a JSONL file (docs/your-own-task.md):
+    quality = the weighted sum of `reward_funcs`, the file's other columns their keywords."""
+
+    kind: Literal["reward_funcs"]
+    data_path: str
+    prompt_key: str = "prompt"
+    reward_funcs: list[str] = Field(min_length=1)  # import paths: my_module:my_function
+    reward_weights: list[float] | None = None  # TRL's reward_weights; None: 1 each
+    python_path: list[str] = Field(default_factory=lambda: ["."])  # where the modules are
+    reward_workers: int = Field(2, ge=1)  # processes calling the functions
+    reward_timeout_s: float = Field(60.0, gt=0.0)  # per call; a later call is stopped, scores 0
+    max_prompts: int | None = Field(None, ge=1)
+    max_prompt_tokens: int = Field(2048, ge=1)  # as in MathTaskConfig
+    long_prompts: Literal["refuse", "truncate"] = "refuse"
+
+    @model_validator(mode="after")
+    def _one_weight_per_function(self) -> RewardFuncsTaskConfig:
+        weights, funcs = self.reward_weights, self.reward_funcs
+        if weights is not None and len(weights) != len(funcs):
+            raise ValueError(
+                f"reward_weights has {len(weights)} weight(s) for {len(funcs)} reward_funcs"
+            )
+        return self
+
+
 TaskConfig = Annotated[
-    DigitSumTaskConfig | MathTaskConfig | ChatTaskConfig, Field(discriminator="kind")
+    DigitSumTaskConfig | MathTaskConfig | ChatTaskConfig | RewardFuncsTaskConfig,
+    Field(discriminator="kind"),
 ]
 
 
@@ -213,10 +240,10 @@ def check_digit_sum_judge(task: TaskConfig, darling: DarlingConfig, key: str) ->
 def check_method_fits(task: TaskConfig, darling: DarlingConfig, group_size: int, key: str) -> None:
     """Refuse a `darling.method` the task or the group size cannot serve, naming `key`."""
     method = methods.method(darling.method)
-    if method.needs and task.kind == "chat":
+    if method.needs and task.kind in ("chat", "reward_funcs"):
         raise ValueError(
             f"{key}.method={darling.method} needs {method.needs}{method.needs_detail}; "
-            "task.kind=chat has graded scores and no final answer: use method darling"
+            f"task.kind={task.kind} has graded scores and no final answer: use method darling"
         )
     problem = group_size_problem(darling, key, "trainer.group_size", group_size)
     if problem:

@@ -26,6 +26,7 @@ from darling_nemo.schema import (
     DigitSumTaskConfig,
     LengthStandInQualityConfig,
     MathTaskConfig,
+    RewardFuncsTaskConfig,
     RewardModelQualityConfig,
     TrlRunConfig,
 )
@@ -190,7 +191,9 @@ def is_chat_prompt(value: Any) -> bool:
     )
 
 
-def task_rows(task: MathTaskConfig | ChatTaskConfig) -> tuple[list[dict[str, Any]], list[int]]:
+def task_rows(
+    task: MathTaskConfig | ChatTaskConfig | RewardFuncsTaskConfig,
+) -> tuple[list[dict[str, Any]], list[int]]:
     """The first `max_prompts` rows of task.data_path and their line numbers; a missing or
     malformed file is a ConfigError naming the key and every bad line."""
     try:
@@ -258,6 +261,8 @@ def build_task(cfg: TrlRunConfig) -> Task:
             return Task(rows[:split], rows[split:], math_verify_quality, MathAnswerJudge(), words)
         return Task(rows[:split], rows[split:], math_verify_quality, judge(), words)
 
+    if isinstance(task, RewardFuncsTaskConfig):
+        return reward_funcs_task(cfg, task, judge())
     assert isinstance(task, ChatTaskConfig)
     raw, lines = task_rows(task)
     if not raw:
@@ -277,6 +282,67 @@ def build_task(cfg: TrlRunConfig) -> Task:
     else:
         quality = RewardModelQuality(task.quality)
     return Task(rows, [], quality, judge(), prompt_words(rows))
+
+
+def reward_funcs_rows(
+    cfg: TrlRunConfig, task: RewardFuncsTaskConfig
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of task.data_path (prompt fitted to the budget, every other column kept for
+    the reward functions' keywords) and each row's label for run-time errors."""
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    texts = column(
+        raw,
+        lines,
+        task.prompt_key,
+        task.data_path,
+        "task.prompt_key",
+        is_chat_prompt,
+        'a string or a list of {"role": ..., "content": ...} turns',
+    )
+    prompts = fit_prompts(cfg, texts, lambda text: text, lines)
+    rows = [
+        {**{k: v for k, v in row.items() if k != task.prompt_key}, "prompt": prompt}
+        for row, prompt in zip(raw, prompts, strict=True)
+    ]
+    labels = [
+        f"{task.data_path}:{line}" + (f" (id {row['id']})" if "id" in row else "")
+        for row, line in zip(raw, lines, strict=True)
+    ]
+    return rows, labels
+
+
+def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
+    """The config phase (--dry-run): the data file reads and every reward function imports,
+    takes TRL's keywords and scores the first prompt (ConfigError naming the key)."""
+    from darling_nemo.user_rewards import check_reward_funcs
+
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    prompt = column(raw[:1], lines[:1], task.prompt_key, task.data_path, "task.prompt_key")[0]
+    first = {**{k: v for k, v in raw[0].items() if k != task.prompt_key}, "prompt": prompt}
+    check_reward_funcs(task.reward_funcs, task.python_path, first, "task")
+
+
+def reward_funcs_task(
+    cfg: TrlRunConfig, task: RewardFuncsTaskConfig, judge: PairJudge | None
+) -> Task:
+    """A user's reward functions (darling_nemo/user_rewards.py), checked on the first row."""
+    from darling_nemo.user_rewards import UserQuality, check_reward_funcs, prompt_key
+
+    rows, labels = reward_funcs_rows(cfg, task)
+    check_reward_funcs(task.reward_funcs, task.python_path, rows[0], "task")
+    quality = UserQuality(
+        task.reward_funcs,
+        task.reward_weights,
+        task.python_path,
+        task.reward_workers,
+        task.reward_timeout_s,
+        {prompt_key(row["prompt"]): label for row, label in zip(rows, labels, strict=True)},
+    )
+    return Task(rows, [], quality, judge, prompt_words(rows))
 
 
 def prompt_words(rows: Sequence[Mapping[str, Any]]) -> list[str]:
