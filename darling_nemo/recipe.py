@@ -31,7 +31,8 @@ from darling_nemo.config import (
 from darling_nemo.interrupt import started
 from darling_nemo.judges.registry import check_judge_models
 from darling_nemo.run_folder import DiskFull, RunLocked
-from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
+from darling_nemo.schema import ConfigError, DarlingConfig, RewardFuncsTaskConfig, TrlRunConfig
+from darling_nemo.user_rewards import RewardFunctionError
 
 REPO = Path(__file__).resolve().parent.parent
 # The NeMo-RL keys this package knows: a nemo_rl config may only use keys found here.
@@ -96,7 +97,12 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
     if engine == "trl":
         from darling_nemo.trl import validate_trl_config
 
-        return validate_trl_config(cfg)
+        checked = validate_trl_config(cfg)
+        if isinstance(checked.task, RewardFuncsTaskConfig):  # a user's functions, tried once
+            from darling_nemo.trl.tasks import check_reward_funcs_task
+
+            check_reward_funcs_task(checked.task)
+        return checked
     elif engine == "nemo_rl":
         from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 
@@ -268,6 +274,9 @@ def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
         return report_error(prog, err)
     except ConfigError as err:  # what only the run can see (a data file, a model path)
         return report_error(prog, f"{config_path}: {err}")
+    except RewardFunctionError as err:  # the job failed on a user's function: exit 1
+        print(f"{prog}: {err}", file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt as err:  # `run` says what it kept once training began
         return report_interrupt(
             prog,

@@ -27,8 +27,9 @@ LAYERS: list[set[str]] = [
         "manifest",  # a checkpoint's files, sizes and hashes (standard library only)
     },
     # the configs and the core's pure companions; run_folder: an output folder's lock and
-    # a full disk's one line (their errors are ConfigErrors)
-    {"schema", "metrics", "judge_stream", "run_folder"},
+    # a full disk's one line (their errors are ConfigErrors); user_rewards: a user's reward
+    # functions, checked and called in a worker pool, for both engines
+    {"schema", "metrics", "judge_stream", "run_folder", "user_rewards"},
     {"config"},  # YAML loading and the one error path of every command
     {"plan"},  # the memory plan and the architecture table (read by judges' cost model)
     {"judges", "mini"},

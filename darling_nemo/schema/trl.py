@@ -48,12 +48,15 @@ class TaskSection(Strict):
     own_judge_rule: ClassVar[str] = ""
     # Graded scores and no final answer: the methods that need one are refused.
     graded: ClassVar[bool] = False
+    # The task embeds responses itself (tasks.Task.embeddings): DQO needs no embedding judge.
+    own_embeddings: ClassVar[bool] = False
 
 
 class DigitSumTaskConfig(TaskSection):
     """The miniature's task (darling_nemo/mini/task.py): `length` digits that total S."""
 
     own_judge_rule: ClassVar[str] = "same digit multiset"
+    own_embeddings: ClassVar[bool] = True
     kind: Literal["digit_sum"]
     # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
     # distinct answers to the digit-multiset judge.
@@ -133,10 +136,38 @@ class ChatTaskConfig(TaskSection):
     quality: ChatQualityConfig = Field(default_factory=LengthStandInQualityConfig)
 
 
+class RewardFuncsTaskConfig(TaskSection):
+    """A user's TRL-style reward functions over prompts from a JSONL file (docs/your-own-task.md):
+    quality = the weighted sum of `reward_funcs`, the file's other columns their keywords."""
+
+    graded: ClassVar[bool] = True  # a user's sum of scores: no final answer to compare
+    kind: Literal["reward_funcs"]
+    data_path: str
+    prompt_key: str = "prompt"
+    reward_funcs: list[str] = Field(min_length=1)  # import paths: my_module:my_function
+    reward_weights: list[float] | None = None  # TRL's reward_weights; None: 1 each
+    python_path: list[str] = Field(default_factory=lambda: ["."])  # where the modules are
+    reward_workers: int = Field(2, ge=1)  # processes calling the functions
+    reward_timeout_s: float = Field(60.0, gt=0.0)  # per call; a later call is stopped, scores 0
+    max_prompts: int | None = Field(None, ge=1)
+    max_prompt_tokens: int = Field(2048, ge=1)  # as in MathTaskConfig
+    long_prompts: Literal["refuse", "truncate"] = "refuse"
+
+    @model_validator(mode="after")
+    def _one_weight_per_function(self) -> RewardFuncsTaskConfig:
+        weights, funcs = self.reward_weights, self.reward_funcs
+        if weights is not None and len(weights) != len(funcs):
+            raise ValueError(
+                f"reward_weights has {len(weights)} weight(s) for {len(funcs)} reward_funcs"
+            )
+        return self
+
+
 BUILTIN_TASK_CONFIGS: tuple[type[TaskSection], ...] = (
     DigitSumTaskConfig,
     MathTaskConfig,
     ChatTaskConfig,
+    RewardFuncsTaskConfig,
 )
 TaskConfig = Annotated[Union[BUILTIN_TASK_CONFIGS], Field(discriminator="kind")]  # noqa: UP007
 """The shipped tasks' sections; a registered task's joins them (`use_task_configs`)."""
@@ -263,7 +294,7 @@ def check_method_fits(task: TaskSection, darling: DarlingConfig, group_size: int
         )
     if (
         EMBEDDINGS in method.inputs
-        and task.kind != "digit_sum"
+        and not type(task).own_embeddings
         and darling.judge.kind != "embedding"
     ):
         raise ValueError(

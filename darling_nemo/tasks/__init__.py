@@ -3,6 +3,7 @@
     digit_sum.py  the miniature's dice task (TRL engine; its own multiset judge)
     math.py       verifiable math (math-verify), both engines
     chat.py       open-ended chat prompts scored by a reward model, both engines
+    reward_funcs.py  a user's TRL-style reward functions over a JSONL (TRL engine)
     judge.py      which pair judge a run calls, decided once from its task and darling:
 
 A new task: its module (a `base.Task`, its TRL `task:` section a `schema.TaskSection`) and
@@ -12,7 +13,7 @@ the schema and conf/ names a task.
 
 from __future__ import annotations
 
-from darling_nemo.tasks import chat, digit_sum, math
+from darling_nemo.tasks import chat, digit_sum, math, reward_funcs
 from darling_nemo.tasks.base import NemoRlTask, Prompts, QualityFn, Task
 from darling_nemo.tasks.registry import (
     register_task,
@@ -24,7 +25,7 @@ from darling_nemo.tasks.registry import (
 )
 
 # The registry's entries, in the order messages list them.
-for _task in (digit_sum.TASK, math.TASK, chat.TASK):
+for _task in (digit_sum.TASK, math.TASK, chat.TASK, reward_funcs.TASK):
     register_task(_task)
 
 __all__ = [

@@ -20,6 +20,7 @@ from darling_nemo.schema import (
     ConfigError,
     MathTaskConfig,
     PretrainedPolicyConfig,
+    RewardFuncsTaskConfig,
     TrlRunConfig,
 )
 
@@ -80,7 +81,7 @@ def fit_prompts(
     `lines`), each within task.max_prompt_tokens: a longer one is a ConfigError naming its
     row, or is cut (task.long_prompts: truncate) with one warning line for all."""
     task = cfg.task
-    assert isinstance(task, MathTaskConfig | ChatTaskConfig)
+    assert isinstance(task, MathTaskConfig | ChatTaskConfig | RewardFuncsTaskConfig)
     budget, ruler = task.max_prompt_tokens, ruler_for(cfg)
     prompts: list[Any] = []
     cut: list[tuple[int, int]] = []

@@ -60,6 +60,7 @@ from darling_nemo.trl.checkpoints import (
 from darling_nemo.trl.logprobs import trainer_class_for
 from darling_nemo.trl.reward import DarlingReward, conversational
 from darling_nemo.trl.tasks import Task, build_task, judge_for_method
+from darling_nemo.user_rewards import RewardFunctionError
 
 
 def validate_trl_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
@@ -414,6 +415,10 @@ def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
             raise
         except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: what is kept, in words
             raise type(err)(stopped_words(output_dir, reached[0], run_cfg)) from None
+        except RewardFunctionError as err:  # a user's function raised: it, the row, what is kept
+            raise RewardFunctionError(
+                f"{err}; {stopped_words(output_dir, reached[0], run_cfg)}"
+            ) from None
         except Exception as err:  # a write past the checkpoints (logs, final model, metrics)
             if not disk_full(err):
                 raise
@@ -542,7 +547,10 @@ def train(
     if not run_cfg.logging.print_metrics:
         silence_console_metrics(trainer)
     started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    try:
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    finally:  # a user's reward functions run in a worker pool (user_rewards.py)
+        getattr(task.quality, "close", lambda: None)()
     train_seconds = time.perf_counter() - started
     trainer.save_model(str(output_dir / "final"))
     write_manifest(output_dir / "final")  # before final_metrics.json: a finished run has it

@@ -23,6 +23,7 @@ from darling_nemo.schema import (
     ChatTaskConfig,
     ConfigError,
     MathTaskConfig,
+    RewardFuncsTaskConfig,
     RewardModelQualityConfig,
     TrlRunConfig,
 )
@@ -189,7 +190,9 @@ def is_chat_prompt(value: Any) -> bool:
     )
 
 
-def task_rows(task: MathTaskConfig | ChatTaskConfig) -> tuple[list[dict[str, Any]], list[int]]:
+def task_rows(
+    task: MathTaskConfig | ChatTaskConfig | RewardFuncsTaskConfig,
+) -> tuple[list[dict[str, Any]], list[int]]:
     """The first `max_prompts` rows of task.data_path and their line numbers; a missing or
     malformed file is a ConfigError naming the key and every bad line."""
     try:
@@ -225,6 +228,73 @@ def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> Task:
     if trains_with is not None:  # training's judge is wrong on purpose; evaluation's is not
         return Task(prompts.train, prompts.heldout, quality, trains_with, prompts.vocabulary, made)
     return Task(prompts.train, prompts.heldout, quality, made, prompts.vocabulary)
+
+
+def reward_funcs_rows(
+    cfg: TrlRunConfig, task: RewardFuncsTaskConfig
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of task.data_path (prompt fitted to the budget, every other column kept for
+    the reward functions' keywords) and each row's label for run-time errors."""
+    from darling_nemo.trl.prompt_budget import fit_prompts
+
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    texts = column(
+        raw,
+        lines,
+        task.prompt_key,
+        task.data_path,
+        "task.prompt_key",
+        is_chat_prompt,
+        'a string or a list of {"role": ..., "content": ...} turns',
+    )
+    prompts = fit_prompts(cfg, texts, lambda text: text, lines)
+    rows = [
+        {**{k: v for k, v in row.items() if k != task.prompt_key}, "prompt": prompt}
+        for row, prompt in zip(raw, prompts, strict=True)
+    ]
+    labels = [
+        f"{task.data_path}:{line}" + (f" (id {row['id']})" if "id" in row else "")
+        for row, line in zip(raw, lines, strict=True)
+    ]
+    return rows, labels
+
+
+def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
+    """The config phase (--dry-run): the data file reads and every reward function imports,
+    takes TRL's keywords and scores the first prompt (ConfigError naming the key)."""
+    from darling_nemo.user_rewards import check_reward_funcs
+
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    prompt = column(raw[:1], lines[:1], task.prompt_key, task.data_path, "task.prompt_key")[0]
+    first = {**{k: v for k, v in raw[0].items() if k != task.prompt_key}, "prompt": prompt}
+    check_reward_funcs(task.reward_funcs, task.python_path, first, "task")
+
+
+def reward_funcs_quality(task: RewardFuncsTaskConfig) -> QualityFn:
+    """A user's reward functions (darling_nemo/user_rewards.py) as one quality function; a
+    row is named in errors by task.data_path:line (and its id), found by its prompt's text
+    as the file writes it (a prompt truncated to the budget is named by its batch row)."""
+    from darling_nemo.user_rewards import UserQuality, prompt_key
+
+    raw, lines = task_rows(task)
+    labels = {
+        prompt_key(row.get(task.prompt_key)): f"{task.data_path}:{line}"
+        + (f" (id {row['id']})" if "id" in row else "")
+        for row, line in zip(raw, lines, strict=True)
+        if isinstance(row.get(task.prompt_key), str | list)
+    }
+    return UserQuality(
+        task.reward_funcs,
+        task.reward_weights,
+        task.python_path,
+        task.reward_workers,
+        task.reward_timeout_s,
+        labels,
+    )
 
 
 def prompt_words(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,0 +1,255 @@
+"""A user's reward functions (task.kind: reward_funcs), from a module outside the package.
+
+Each test writes its reward module into tmp_path (not importable from the package) and
+points a config at it: the bad inputs of the config phase are one line and exit 2 (in this
+interpreter, no subprocess), the run-time pool stops a hung call and names a raising row,
+and the TRL engine trains two steps on it with DARLING's metrics logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from darling_nemo.recipe import Task, run_recipe
+from darling_nemo.user_rewards import RewardFunctionError, UserQuality
+
+TASK = Task(
+    name="reward_funcs",
+    recipe="recipes/darling_task.py",
+    needs_reward_model=False,
+    cpu_config="examples/code_tests/trl.yaml",
+    node_config="examples/code_tests/trl.yaml",
+    cluster_config="examples/code_tests/trl.yaml",
+)
+
+ROWS = [
+    {"id": "q0", "prompt": "say one", "answer": "one"},
+    {"id": "q1", "prompt": "say two", "answer": "two"},
+    {"id": "q2", "prompt": "say three", "answer": "three"},
+    {"id": "q3", "prompt": "say four", "answer": "four"},
+]
+
+GOOD = """
+def says_answer(prompts, completions, answer, **kwargs):
+    return [float(a in c) for c, a in zip(completions, answer)]
+
+def short(prompts, completions, **kwargs):
+    return [None if len(c) > 40 else 1.0 for c in completions]
+"""
+
+
+@pytest.fixture(autouse=True)
+def _own_sys_path(monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # python_path folders go again
+
+
+def user_folder(tmp_path: Path, module: str, source: str) -> Path:
+    folder = tmp_path / "user"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{module}.py").write_text(textwrap.dedent(source))
+    data = folder / "data.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    return folder
+
+
+def write_config(tmp_path: Path, folder: Path, funcs: list[str], **task: object) -> Path:
+    cfg = {
+        "engine": "trl",
+        "output_dir": str(tmp_path / "run"),
+        "torch_threads": 1,
+        "task": {
+            "kind": "reward_funcs",
+            "data_path": str(folder / "data.jsonl"),
+            "python_path": [str(folder)],
+            "reward_funcs": funcs,
+            "reward_workers": 1,
+            **task,
+        },
+        "trainer": {
+            "max_steps": 2,
+            "prompts_per_step": 2,
+            "group_size": 2,
+            "max_completion_length": 8,
+            "save_steps": 1,
+        },
+        "logging": {"report_to": [], "progress_bar": False, "print_metrics": False},
+    }
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+BAD = {
+    "no_module": ("{m}:says_answer", "", "task.reward_funcs[0]: {m}_absent:f: cannot import"),
+    "no_function": ("{m}:absent", "", "task.reward_funcs[0]: {m}:absent: {m} has no 'absent'"),
+    "signature": (
+        "{m}:f",
+        "def f(completions):\n    return [1.0]\n",
+        "cannot take TRL's keywords",
+    ),
+    "length": ("{m}:f", "def f(prompts, completions, **kw):\n    return []\n", "returned 0 values"),
+    "type": ("{m}:f", "def f(prompts, completions, **kw):\n    return ['1']\n", "returned str '1'"),
+    "not_a_list": ("{m}:f", "def f(prompts, completions, **kw):\n    return 1.0\n", "not a list"),
+    "nan": ("{m}:f", "def f(prompts, completions, **kw):\n    return [float('nan')]\n", "nan"),
+    "raises": ("{m}:f", "def f(prompts, completions, **kw):\n    return [1 / 0]\n", "ZeroDivision"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_reward_function_is_one_line_and_exit_2_at_dry_run(case, tmp_path, capsys):
+    func, source, words = BAD[case]
+    module = f"user_rewards_{case}"
+    folder = user_folder(tmp_path, module, GOOD + source)
+    func = func.format(m=module)
+    if case == "no_module":
+        func = f"{module}_absent:f"
+    # the bad one second: the message names its index
+    config = write_config(tmp_path, folder, [f"{module}:says_answer", func])
+    code = run_recipe(TASK, "test", ["--config", str(config), "--dry-run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1, err
+    expected = words.format(m=module).replace("reward_funcs[0]", "reward_funcs[1]")
+    assert "task.reward_funcs[1]" in err[0] and expected in err[0], err[0]
+
+
+def test_weights_must_match_the_functions(tmp_path, capsys):
+    folder = user_folder(tmp_path, "user_rewards_weights", GOOD)
+    config = write_config(
+        tmp_path, folder, ["user_rewards_weights:says_answer"], reward_weights=[1.0, 2.0]
+    )
+    assert run_recipe(TASK, "test", ["--config", str(config), "--dry-run"]) == 2
+    assert "reward_weights has 2 weight(s) for 1 reward_funcs" in capsys.readouterr().err
+
+
+def test_a_good_module_passes_the_dry_run(tmp_path, capsys):
+    folder = user_folder(tmp_path, "user_rewards_good", GOOD)
+    funcs = ["user_rewards_good:says_answer", "user_rewards_good.short"]
+    config = write_config(tmp_path, folder, funcs)
+    assert run_recipe(TASK, "test", ["--config", str(config), "--dry-run"]) == 0
+
+
+def test_quality_is_trls_weighted_nansum_in_the_pool(tmp_path):
+    user_folder(tmp_path, "user_rewards_sum", GOOD)
+    quality = UserQuality(
+        ["user_rewards_sum:says_answer", "user_rewards_sum:short"],
+        [2.0, 0.5],
+        [str(tmp_path / "user")],
+        workers=2,
+        timeout_s=60.0,
+        row_labels={},
+    )
+    try:
+        long = "x" * 50
+        scores = quality(
+            prompts=["p"] * 4,
+            completions=["one", "two", long, long + "one"],
+            answer=["one", "one", "one", "one"],
+        )
+    finally:
+        quality.close()
+    # row 2: says_answer 0.0 counts, short None is skipped; row 3: 2 * 1.0 + nothing
+    assert scores == [2.0 * 1 + 0.5, 0.5, 0.0, 2.0]
+    assert quality.last_metrics["darling/reward_timeouts"] == 0.0
+
+
+def test_a_hung_call_is_stopped_counted_and_scores_zero(tmp_path, capsys):
+    source = """
+    import time
+
+    def slow(prompts, completions, **kwargs):
+        if "hang" in completions:
+            time.sleep(600)
+        return [1.0 for _ in completions]
+    """
+    user_folder(tmp_path, "user_rewards_hang", source)
+    quality = UserQuality(
+        ["user_rewards_hang:slow"], None, [str(tmp_path / "user")], 2, 2.0, row_labels={}
+    )
+    started = time.monotonic()
+    try:
+        scores = quality(prompts=["a", "b"], completions=["fine", "hang"])
+        assert time.monotonic() - started < 300  # the hung call was stopped, not waited for
+        assert scores == [1.0, 0.0]
+        assert quality.last_metrics["darling/reward_timeouts"] == 1.0
+        assert "1 call(s) past task.reward_timeout_s=2.0s stopped" in capsys.readouterr().err
+        assert quality(prompts=["a", "b"], completions=["x", "y"]) == [1.0, 1.0]  # a new pool
+    finally:
+        quality.close()
+
+
+def test_a_raising_function_names_itself_the_row_and_the_exception(tmp_path):
+    source = """
+    def picky(prompts, completions, **kwargs):
+        return [1.0 / len(c) for c in completions]
+    """
+    user_folder(tmp_path, "user_rewards_raise", source)
+    labels = {"b": "data.jsonl:2 (id q1)"}
+    quality = UserQuality(
+        ["user_rewards_raise:picky"], None, [str(tmp_path / "user")], 1, 60.0, labels
+    )
+    try:
+        with pytest.raises(RewardFunctionError) as raised:
+            quality(prompts=["a", "b", "c"], completions=["ok", "", "ok"])
+    finally:
+        quality.close()
+    assert str(raised.value) == (
+        "reward function user_rewards_raise:picky raised on data.jsonl:2 (id q1): "
+        "ZeroDivisionError: float division by zero"
+    )
+
+
+BREAKS_AT_STEP_2 = (
+    GOOD
+    + """
+from pathlib import Path
+
+def breaks_once(prompts, completions, trainer_state=None, **kwargs):
+    flag = Path(__file__).with_name("broken")
+    if trainer_state is not None and trainer_state.global_step >= 1 and flag.exists():
+        raise KeyError("tests")
+    return [0.0 for _ in completions]
+"""
+)
+
+
+def test_the_trl_engine_trains_two_steps_on_a_users_module(tmp_path, monkeypatch, capsys):
+    """A function that raises at step 2 ends the run in one line (exit 1) naming it, the
+    row and the kept checkpoint; the same command then resumes and finishes with DARLING's
+    metrics and the functions' own logged."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = user_folder(tmp_path, "user_rewards_train", BREAKS_AT_STEP_2)
+    (folder / "broken").touch()
+    funcs = ["user_rewards_train:says_answer", "user_rewards_train:breaks_once"]
+    config = write_config(tmp_path, folder, funcs, reward_weights=[1.0, 0.1])
+    assert run_recipe(TASK, "test", ["--config", str(config)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    row = re.escape(str(folder / "data.jsonl")) + r":(\d) \(id q(\d)\)"
+    line = re.fullmatch(
+        "darling_task: reward function user_rewards_train:breaks_once raised on "
+        + row
+        + r": KeyError: 'tests'; stopped after step 1 of 2; the last complete checkpoint is "
+        + re.escape(f"checkpoint-1 in {tmp_path / 'run'}; ")
+        + "the same command resumes from it",
+        err[-1],
+    )
+    assert line, err[-1]
+    assert int(line[1]) == int(line[2]) + 1  # the row's line and its id agree
+    (folder / "broken").unlink()
+    assert run_recipe(TASK, "test", ["--config", str(config)]) == 0
+    final = json.loads((tmp_path / "run" / "final_metrics.json").read_text())
+    assert (final["global_step"], final["resumed_from_step"]) == (2, 1)
+    logged = [json.loads(line) for line in (tmp_path / "run/train_log.jsonl").open()]
+    assert [record["step"] for record in logged] == [1, 2]  # step 1 from checkpoint-1
+    for record in logged:
+        assert record["darling/reward_timeouts"] == 0.0
+        assert record["darling/quality_seconds"] > 0.0
+        assert record["darling/num_groups"] == 2
