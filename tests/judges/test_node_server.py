@@ -51,6 +51,22 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def served_by_a_test_server(port: int) -> bool:
+    """Whether a test server (health_server.py) still listens on `port`. Not `port_open`:
+    once the server is gone its free port may be taken again by anything, e.g. the Ray head
+    of a NeMo-RL session running beside this suite in CI (it failed this test once so)."""
+    import psutil  # (accelerate's dependency)
+
+    for conn in psutil.net_connections("tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            try:
+                if str(SERVER) in " ".join(psutil.Process(conn.pid).cmdline()):
+                    return True
+            except psutil.NoSuchProcess:
+                continue
+    return False
+
+
 def launch(mode: str = "ok", **kw) -> NodeServerConfig:
     return NodeServerConfig(
         model=mode,
@@ -187,7 +203,7 @@ def test_start_waits_for_health_and_stop_ends_the_process(tmp_path, record):
         pid, cuda = record.read_text().split()
         assert int(pid) == proc.pid and cuda == "3"
     assert proc.returncode is not None  # waited for: exited and reaped
-    assert not port_open(cfg.port)
+    assert not served_by_a_test_server(cfg.port)
     assert "health_server: ok" in (tmp_path / "server.log").read_text()
 
 
@@ -199,7 +215,7 @@ def test_an_error_inside_the_run_still_stops_the_server(tmp_path, record):
     ):
         raise ValueError("training failed")
     pid = int(record.read_text().split()[0])
-    assert wait_dead(pid) and not port_open(cfg.port)
+    assert wait_dead(pid) and not served_by_a_test_server(cfg.port)
 
 
 def test_a_server_that_exits_at_start_is_one_clear_error(tmp_path, record):
@@ -222,7 +238,7 @@ def test_a_server_never_healthy_times_out_and_is_stopped(tmp_path, record):
     ):
         pytest.fail("the block must not run")
     pid = int(record.read_text().split()[0])
-    assert wait_dead(pid) and not port_open(cfg.port)
+    assert wait_dead(pid) and not served_by_a_test_server(cfg.port)
 
 
 def test_a_missing_executable_names_the_key(tmp_path):
@@ -282,4 +298,4 @@ def test_a_recipe_stopped_by_a_signal_takes_its_server_with_it(tmp_path, record,
         assert "classifier server: stopped" in rest and "INTERRUPTED" in rest
         assert parent.returncode == 130
     assert wait_dead(server_pid)  # SIGKILL: PR_SET_PDEATHSIG sends it SIGTERM
-    assert not port_open(port)
+    assert not served_by_a_test_server(port)
