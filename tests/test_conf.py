@@ -245,6 +245,7 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "mini/default.yaml": (MiniConfig, []),
         "mini/rivals.yaml": (MiniConfig, []),
         "mini/hard.yaml": (MiniConfig, []),
+        "mini/dice_k.yaml": (MiniConfig, []),
         "mini/judge_sweep.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/minilm_biencoder_noveltybench.yaml": (ClassifierTrainConfig, []),
