@@ -8,6 +8,7 @@ and the TRL engine trains two steps on it with DARLING's metrics logged.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -17,18 +18,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO
 
 from darling_nemo.recipe import Task, run_recipe
 from darling_nemo.user_rewards import RewardFunctionError, UserQuality
 
-TASK = Task(
-    name="reward_funcs",
-    recipe="recipes/darling_task.py",
-    needs_reward_model=False,
-    cpu_config="examples/code_tests/trl.yaml",
-    node_config="examples/code_tests/trl.yaml",
-    cluster_config="examples/code_tests/trl.yaml",
-)
+
+def recipe_task() -> Task:
+    """The recipe's own task, so the test runs what `uv run recipes/darling_task.py` runs."""
+    spec = importlib.util.spec_from_file_location("darling_task", REPO / "recipes/darling_task.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.USER_TASK
+
+
+TASK = recipe_task()
 
 ROWS = [
     {"id": "q0", "prompt": "say one", "answer": "one"},
