@@ -113,9 +113,28 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
                 f"env.reward_model.enabled={str(not task.needs_reward_model).lower()}: "
                 f"this config is for recipes/{other}"
             )
+        check_user_task(task, cfg)
         return darling
     else:
         raise ConfigError(f"engine: must be nemo_rl or trl, got {engine!r}")
+
+
+def check_user_task(task: Task, cfg: dict) -> None:
+    """A NeMo-RL config's `task:` section (a user's reward functions): the recipe that runs
+    it, its keys, its data file, and every function imported and called once on the first
+    prompt (ConfigError naming the key), before Ray or any model load."""
+    from darling_nemo.nemo_rl.user_env import TASK_NAME, task_section
+    from darling_nemo.trl.tasks import check_reward_funcs_task
+
+    section = task_section(cfg)
+    if (section is None) != (task.name != TASK_NAME):
+        raise ConfigError(
+            f"task: missing: recipes/darling_task.py trains a {TASK_NAME} task: section"
+            if section is None
+            else f"task: this config is for recipes/darling_task.py, not {task.recipe}"
+        )
+    if section is not None:
+        check_reward_funcs_task(section)
 
 
 def parser_for(task: Task, description: str) -> argparse.ArgumentParser:

@@ -44,7 +44,7 @@ import gc
 import os
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,8 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     RolloutRows,
     prompt_and_response,
 )
+from darling_nemo.nemo_rl.user_env import TASK_NAME as USER_TASK
+from darling_nemo.nemo_rl.user_env import metrics_of, setup_user_data
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
@@ -89,9 +91,15 @@ class DarlingLogger:
     Everything else is delegated unchanged.
     """
 
-    def __init__(self, logger: Any, transform: DarlingRewardTransform) -> None:
+    def __init__(
+        self,
+        logger: Any,
+        transform: DarlingRewardTransform,
+        more_metrics: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
         self._logger = logger
         self._transform = transform
+        self._more_metrics = more_metrics  # e.g. the user reward environment's figures
 
     def log_metrics(
         self,
@@ -102,6 +110,8 @@ class DarlingLogger:
     ) -> None:
         if prefix == "train":
             darling = self._transform.pop_metrics()
+            if self._more_metrics is not None:
+                darling.update(self._more_metrics())
             if darling:
                 self._logger.log_metrics(darling, step, prefix="darling")
                 print(
@@ -347,13 +357,18 @@ def check_data_paths(cfg: dict[str, Any]) -> None:
 def setup_data(
     tokenizer: Any, cfg: dict[str, Any], task: str
 ) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
-    """(train dataset, val dataset or None, task_to_env, val_task_to_env) for task "math" or
-    "wildchat", mirroring NeMo-RL's examples/run_grpo_math.py and run_grpo_rm.py.
+    """(train dataset, val dataset or None, task_to_env, val_task_to_env) for task "math",
+    "wildchat" or "reward_funcs", mirroring NeMo-RL's examples/run_grpo_math.py and
+    run_grpo_rm.py.
 
     math: NeMo-RL's MathEnvironment (math-verify, reward 1/0) as quality.
     wildchat: NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its own GPUs,
     env.reward_model) as quality. The data paths were checked by `start`.
+    reward_funcs: a user's functions (the config's task: section) in one generic
+    environment, user_env.py.
     """
+    if task == USER_TASK:
+        return setup_user_data(tokenizer, cfg, reward_env_vars())
     from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
     from nemo_rl.data.interfaces import TaskDataSpec
     from nemo_rl.data.processors import math_hf_data_processor
@@ -377,7 +392,7 @@ def setup_data(
         processor = chat_prompt_processor
         env_name = "nemo_rl.environments.reward_model_environment.RewardModelEnvironment"
     else:
-        raise ValueError(f"unknown task {task!r}: use 'math' or 'wildchat'")
+        raise ValueError(f"unknown task {task!r}: use 'math', 'wildchat' or {USER_TASK!r}")
 
     data = load_response_dataset(data_cfg, cfg["grpo"]["seed"])
     processors = {task: (spec, processor)}
@@ -552,7 +567,7 @@ def _setup_and_train(
             loss_fn,
             task_to_env,
             val_task_to_env,
-            DarlingLogger(logger, transform),
+            DarlingLogger(logger, transform, metrics_of(task_to_env)),
             checkpointer,
             grpo_state,
             master_config,
