@@ -134,6 +134,14 @@ def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_d
         assert result.terminateds.tolist() == [1.0, 1.0]
         metrics = ray.get(env.pop_metrics.remote())
         assert metrics["quality_seconds"] > 0 and metrics["reward_timeouts"] == 0
+        # a function that raises (here: the row lacks its `target` column) stops the step,
+        # naming the function and the row, as grpo_train's ray.get then sees it
+        broken = [{**metadata[0], "columns": {"id": "a"}}]
+        with pytest.raises(
+            ray.exceptions.RayTaskError,
+            match=r"my_rewards:matches raised on \S*prompts.jsonl:1 \(id a\): TypeError",
+        ):
+            ray.get(env.step.remote(logs[:1], broken))
         ray.get(env.shutdown.remote())
     finally:
         ray.shutdown()
