@@ -357,16 +357,21 @@ def check_data_paths(cfg: dict[str, Any]) -> None:
 def setup_data(
     tokenizer: Any, cfg: dict[str, Any], task: str
 ) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
-    """(train dataset, val dataset or None, task_to_env, val_task_to_env) for task "math",
-    "wildchat" or "reward_funcs", mirroring NeMo-RL's examples/run_grpo_math.py and
-    run_grpo_rm.py.
+    """(train dataset, val dataset or None, task_to_env, val_task_to_env) for a task of the
+    registry (`tasks.task`: its name or an older one, as its data rows carry it), mirroring
+    NeMo-RL's examples/run_grpo_math.py and run_grpo_rm.py: the task's `NemoRlTask` names
+    its environment (built with `env.<env_key>`) and its data processor.
 
     math: NeMo-RL's MathEnvironment (math-verify, reward 1/0) as quality.
-    wildchat: NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its own GPUs,
-    env.reward_model) as quality. The data paths were checked by `start`.
+    chat (wildchat): NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its
+    own GPUs, env.reward_model) as quality. The data paths were checked by `start`.
     reward_funcs: a user's functions (the config's task: section) in one generic
     environment, user_env.py.
     """
+    import importlib
+
+    from darling_nemo import tasks
+
     if task == USER_TASK:
         return setup_user_data(tokenizer, cfg, reward_env_vars())
     from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
@@ -374,26 +379,22 @@ def setup_data(
     from nemo_rl.data.processors import math_hf_data_processor
     from nemo_rl.distributed.ray_actor_environment_registry import get_actor_python_env
 
+    entry = tasks.task(task)
+    if entry.nemo_rl is None:
+        raise ValueError(f"the {entry.name} task does not run on NeMo-RL")
+    env_name = entry.nemo_rl.environment
+    module_name, _, class_name = env_name.rpartition(".")
+    env_class = getattr(importlib.import_module(module_name), class_name)
+    env_cfg = cfg["env"][entry.nemo_rl.env_key]
+    processor = {"math_hf": math_hf_data_processor, "chat_prompt": chat_prompt_processor}[
+        entry.nemo_rl.processor
+    ]
     data_cfg = cfg["data"]
     spec = TaskDataSpec(
         task_name=task,
         prompt_file=data_cfg["prompt_file"],
         system_prompt_file=data_cfg["system_prompt_file"],
     )
-    if task == "math":
-        from nemo_rl.environments.math_environment import MathEnvironment
-
-        env_class, env_cfg, processor = MathEnvironment, cfg["env"]["math"], math_hf_data_processor
-        env_name = "nemo_rl.environments.math_environment.MathEnvironment"
-    elif task == "wildchat":
-        from nemo_rl.environments.reward_model_environment import RewardModelEnvironment
-
-        env_class, env_cfg = RewardModelEnvironment, cfg["env"]["reward_model"]
-        processor = chat_prompt_processor
-        env_name = "nemo_rl.environments.reward_model_environment.RewardModelEnvironment"
-    else:
-        raise ValueError(f"unknown task {task!r}: use 'math', 'wildchat' or {USER_TASK!r}")
-
     data = load_response_dataset(data_cfg, cfg["grpo"]["seed"])
     processors = {task: (spec, processor)}
     env = env_class.options(
