@@ -49,8 +49,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from darling_nemo import methods
-from darling_nemo.judges import make_judge
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 from darling_nemo.nemo_rl.judging_plan import (  # noqa: F401 (OVERLAP_ON: re-exported)
@@ -181,15 +179,15 @@ def _off_the_critical_path(
     )
 
 
-def reward_judge(darling: DarlingConfig) -> Any:
-    """The judge the reward transform asks: math-verify's judge of final answers for
-    darling.method=outcome (the math task; checks.py refuses it with a reward model),
-    darling.judge where the section calls it, else None (lexical rules alone)."""
-    if methods.method(darling.method).answer_classes:
-        from darling_nemo.judges.answers import MathAnswerJudge
+def reward_judge(darling: DarlingConfig, task: str = "math") -> Any:
+    """The judge the reward transform asks, as `tasks.judge.run_judge` decides it for the
+    run's task: the task's judge of final answers for a method that needs answer classes
+    (darling.method=outcome: math-verify on the math task; checks.py refuses it with a
+    reward model), darling.judge where the section calls it, else None (lexical rules)."""
+    from darling_nemo import tasks
+    from darling_nemo.tasks.judge import run_judge
 
-        return MathAnswerJudge()
-    return make_judge(darling.judge) if darling.calls_judge else None
+    return run_judge(tasks.task(task), darling).make()
 
 
 @contextmanager
@@ -221,6 +219,7 @@ def darling_rewards(
     policy: Any = None,
     darling: DarlingConfig | None = None,
     plan: JudgingPlan | None = None,
+    task: str = "math",
 ) -> Iterator[DarlingRewardTransform]:
     """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
 
@@ -232,7 +231,8 @@ def darling_rewards(
     waits for it (overlap.py); without a policy, with darling.overlap=false, or where
     `checks.overlap_fallbacks` names a reason (printed), the judge runs inside the hook,
     before the baseline. `plan`: the run's judging plan (`judging_plan.judging_plan`),
-    decided once by the caller; None: decided here. It is printed here, once.
+    decided once by the caller; None: decided here. It is printed here, once. `task`: the
+    run's task (the registry's name), whose judge of final answers a method may need.
     """
     from nemo_rl.algorithms import grpo
 
@@ -243,7 +243,7 @@ def darling_rewards(
     original = grpo.scale_rewards
     if getattr(original, "_darling_wrapped", False):
         raise RuntimeError("the DARLING reward hook is already installed")
-    transform = DarlingRewardTransform(darling, reward_judge(darling))
+    transform = DarlingRewardTransform(darling, reward_judge(darling, task))
     original_timer = grpo.Timer
     step_timers: list[Any] = []
 
@@ -487,20 +487,22 @@ def train(
     tokenizer: Any,
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
     darling: DarlingConfig | None = None,
+    task: str = "math",
 ) -> None:
     """NeMo-RL's own setup() and grpo_train(), with the DARLING reward and metrics hooked in.
 
     Under slurm/common.sh (DARLING_JOB_END_EPOCH set) checkpointing.checkpoint_must_save_by
     is set right before grpo_train, to save and stop DARLING_SAVE_MARGIN_S before the job's
     end whatever the setup took; the launcher then requeues the job. `darling`: the section
-    as the recipe validated it (None: validated when the reward hook is installed).
+    as the recipe validated it (None: validated when the reward hook is installed). `task`:
+    the run's task (the registry's name; its judge of final answers, `reward_judge`).
     """
     save_by = save_by_epoch(  # read (and checked) before the long setup
         os.environ.get("DARLING_JOB_END_EPOCH"), os.environ.get("DARLING_SAVE_MARGIN_S")
     )
     failure = None
     try:
-        _setup_and_train(cfg, tokenizer, data, save_by, darling)
+        _setup_and_train(cfg, tokenizer, data, save_by, darling, task)
     except Exception:
         failure = traceback.format_exc()
     if failure is not None:
@@ -521,6 +523,7 @@ def _setup_and_train(
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
     save_by: float | None,
     darling: DarlingConfig | None,
+    task: str,
 ) -> None:
     from nemo_rl.algorithms.grpo import grpo_train, setup
 
@@ -550,7 +553,7 @@ def _setup_and_train(
     memory_report = os.environ.get(MEMORY_REPORT_ENV)
     with (
         probed(policy, Path(memory_report)) if memory_report else nullcontext(),
-        darling_rewards(master_config, policy, darling, plan) as transform,
+        darling_rewards(master_config, policy, darling, plan, task) as transform,
     ):
         if save_by is not None:
             ckpt = master_config["checkpointing"]

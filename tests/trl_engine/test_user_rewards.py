@@ -150,6 +150,17 @@ def test_weights_must_match_the_functions(engine, tmp_path, capsys):
     assert "reward_weights has 2 weight(s) for 1 reward_funcs" in capsys.readouterr().err
 
 
+def test_a_method_that_needs_final_answers_is_refused_on_nemo_rl(tmp_path, capsys):
+    # graded scores: outcome would compare the answers with another task's judge
+    folder = user_folder(tmp_path, "user_rewards_outcome", GOOD)
+    config = write_config(tmp_path, folder, ["user_rewards_outcome:says_answer"], "nemo_rl")
+    argv = ["--config", str(config), "--dry-run", "darling.method=outcome"]
+    assert run_recipe(TASK, "test", argv) == 2
+    assert "darling.method=outcome needs final answers to compare; task.kind=reward_funcs" in (
+        capsys.readouterr().err
+    )
+
+
 @pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
 def test_a_good_module_passes_the_dry_run(engine, tmp_path, capsys):
     # nemo_rl: the example's NeMo-RL config (Qwen3-1.7B, Megatron) on the user's module
