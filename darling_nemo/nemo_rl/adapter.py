@@ -349,7 +349,10 @@ def check_data_paths(cfg: dict[str, Any]) -> None:
         if is_file and not Path(value).exists():
             problems.append(f"data.{key}: file not found: {value} (cwd {os.getcwd()})")
     if problems:
-        hint = "prepare data with darling-prep-math / darling-prep-wildchat"
+        from darling_nemo import tasks
+
+        entries = [tasks.task(name).nemo_rl for name in tasks.task_names()]
+        hint = "prepare data with " + " / ".join(e.prep_command for e in entries if e)
         message = config_problems(problems)
         raise ConfigError(f"{message}: {hint}" if len(problems) == 1 else f"{message}\n  ({hint})")
 
