@@ -281,6 +281,20 @@ def test_darling_logger_writes_pending_metrics_at_the_train_step():
     assert logger.base_log_dir == "logs/x"  # everything else is delegated
 
 
+def test_darling_logger_adds_the_user_environments_figures_at_the_train_step():
+    # user_env.metrics_of: the reward functions' wall time and stopped calls since last step
+    t, inner = transform(), RecordingLogger()
+    pending = [{"quality_seconds": 1.5, "reward_timeouts": 2.0}]
+    logger = DarlingLogger(inner, t, lambda: pending.pop() if pending else {})
+    logger.log_metrics({"acc": 1.0}, 0, prefix="validation")  # not asked outside train
+    t.apply(rollout_batch(TWO_BY_FOUR))
+    logger.log_metrics({"loss": 0.5}, 3, prefix="train")
+    darling = inner.calls[1][0]
+    assert inner.calls[1][1:] == (3, "darling")
+    assert darling["quality_seconds"] == 1.5 and darling["reward_timeouts"] == 2.0
+    assert darling["classes_per_group"] == pytest.approx(2.0)  # beside the transform's
+
+
 # ---------------------------------------------------------------------------------------------
 # Config consistency (nemo_rl.checks.validate_nemo_rl_config)
 # ---------------------------------------------------------------------------------------------
