@@ -53,7 +53,7 @@ REFERENCE_CONFIG = reference_config_path()
 
 @dataclass(frozen=True)
 class Task:
-    name: str  # "math" or "wildchat": NeMo-RL's environment (adapter.setup_data)
+    name: str  # the task registry's name: NeMo-RL's environment (adapter.setup_data), its judge
     recipe: str  # recipes/<file>
     needs_reward_model: bool  # WildChat quality is a reward model's score
     cpu_config: str  # no NeMo-RL or no GPU: the single-machine TRL engine on CPU
@@ -113,9 +113,35 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
                 f"env.reward_model.enabled={str(not task.needs_reward_model).lower()}: "
                 f"this config is for recipes/{other}"
             )
+        check_user_task(task, cfg, darling)
         return darling
     else:
         raise ConfigError(f"engine: must be nemo_rl or trl, got {engine!r}")
+
+
+def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
+    """A NeMo-RL config's `task:` section (a user's reward functions): the recipe that runs
+    it, its keys, its data file, and every function imported and called once on the first
+    prompt (ConfigError naming the key), before Ray or any model load."""
+    from darling_nemo.nemo_rl.user_env import TASK_NAME, task_section
+    from darling_nemo.schema.trl import check_method_fits
+    from darling_nemo.trl.tasks import check_reward_funcs_task
+
+    section = task_section(cfg)
+    if (section is None) != (task.name != TASK_NAME):
+        raise ConfigError(
+            f"task: missing: recipes/darling_task.py trains a {TASK_NAME} task: section"
+            if section is None
+            else f"task: this config is for recipes/darling_task.py, not {task.recipe}"
+        )
+    if section is not None:
+        try:  # graded scores: no final answers for darling.method=outcome
+            check_method_fits(
+                section, darling, cfg["grpo"]["num_generations_per_prompt"], "darling"
+            )
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        check_reward_funcs_task(section)
 
 
 def parser_for(task: Task, description: str) -> argparse.ArgumentParser:
@@ -315,7 +341,7 @@ def run_nemo_rl(task: Task, cfg: dict, checked: DarlingConfig, config_path: str)
         save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
         data = nemo.setup_data(tokenizer, cfg, task.name)
         try:
-            nemo.train(cfg, tokenizer, data, checked)
+            nemo.train(cfg, tokenizer, data, checked, task.name)
         except nemo.DriverFailed as failed:
             print(failed, file=sys.stderr, flush=True)
             return 1

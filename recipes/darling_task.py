@@ -2,6 +2,8 @@
 
     uv run recipes/darling_task.py --config examples/code_tests/trl.yaml --dry-run
     uv run recipes/darling_task.py --config examples/code_tests/trl.yaml
+    # NeMo-RL (Megatron), the same reward functions in one generic environment:
+    uv run recipes/darling_task.py --config conf/code_tests_qwen3_1p7b_darling.yaml --dry-run
 
 The config's `task.kind: reward_funcs` names the functions by import path; the steps are
 darling_nemo/recipe.py's, shared with the other recipes.
@@ -20,8 +22,8 @@ USER_TASK = Task(
     recipe="recipes/darling_task.py",
     needs_reward_model=False,
     cpu_config="examples/code_tests/trl.yaml",
-    node_config="examples/code_tests/trl.yaml",
-    cluster_config="examples/code_tests/trl.yaml",
+    node_config="conf/code_tests_qwen3_1p7b_darling.yaml",
+    cluster_config="conf/code_tests_qwen3_1p7b_darling.yaml",
 )
 
 

@@ -12,12 +12,20 @@ from helpers import REPO
 
 from darling_nemo.config import load_config, load_yaml_with_defaults
 from darling_nemo.nemo_rl.checks import unknown_config_keys, validate_nemo_rl_config
+from darling_nemo.nemo_rl.user_env import task_section
 from darling_nemo.schema import PAIR_TEMPLATES, ConfigError
 
 CONF = REPO / "conf"
 COMMON = CONF / "base" / "common.yaml"
 # The NeMo-RL recipe configs (conf/local, conf/mini, conf/eval belong to other engines).
-RECIPE_CONFIGS = sorted(p for p in CONF.glob("*.yaml") if p.name.startswith(("math_", "wildchat_")))
+RECIPE_CONFIGS = sorted(
+    p for p in CONF.glob("*.yaml") if p.name.startswith(("math_", "wildchat_", "code_tests_"))
+)
+RECIPE_OF = {
+    "math": "darling_math.py",
+    "wildchat": "darling_wildchat.py",
+    "code": "darling_task.py",
+}
 BASE_CONFIGS = sorted((CONF / "base").glob("*.yaml"))
 PAIRS = [
     ("math_qwen3_4b", "math"),
@@ -38,6 +46,9 @@ def test_recipe_config_loads_and_validates(path):
     cfg = load_config(path)
     assert cfg["engine"] == "nemo_rl"
     darling = validate_nemo_rl_config(cfg, reference=load_config(COMMON))
+    if cfg["task"] is not None:  # a user's task (the example's): the lexical judge, no model
+        assert task_section(cfg).kind == "reward_funcs" and darling.judge.kind == "lexical"
+        return
     if path.stem in RIVALS:  # outcome exploration compares answers with math-verify instead
         assert darling.calls_judge == (path.stem != "math_qwen3_4b_outcome")
         return
@@ -61,7 +72,7 @@ def test_header_shows_the_command_that_runs_it(path):
             break
         header.append(line)
     text = "\n".join(header)
-    recipe = "darling_math.py" if path.name.startswith("math") else "darling_wildchat.py"
+    recipe = RECIPE_OF[path.name.split("_")[0]]
     assert f"recipes/{recipe} --config conf/{path.name}" in text
 
 

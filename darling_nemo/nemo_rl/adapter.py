@@ -44,13 +44,11 @@ import gc
 import os
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from darling_nemo import methods
-from darling_nemo.judges import make_judge
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 from darling_nemo.nemo_rl.judging_plan import (  # noqa: F401 (OVERLAP_ON: re-exported)
@@ -74,6 +72,8 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     RolloutRows,
     prompt_and_response,
 )
+from darling_nemo.nemo_rl.user_env import TASK_NAME as USER_TASK
+from darling_nemo.nemo_rl.user_env import metrics_of, setup_user_data
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
@@ -89,9 +89,15 @@ class DarlingLogger:
     Everything else is delegated unchanged.
     """
 
-    def __init__(self, logger: Any, transform: DarlingRewardTransform) -> None:
+    def __init__(
+        self,
+        logger: Any,
+        transform: DarlingRewardTransform,
+        more_metrics: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
         self._logger = logger
         self._transform = transform
+        self._more_metrics = more_metrics  # e.g. the user reward environment's figures
 
     def log_metrics(
         self,
@@ -102,6 +108,8 @@ class DarlingLogger:
     ) -> None:
         if prefix == "train":
             darling = self._transform.pop_metrics()
+            if self._more_metrics is not None:
+                darling.update(self._more_metrics())
             if darling:
                 self._logger.log_metrics(darling, step, prefix="darling")
                 print(
@@ -171,15 +179,15 @@ def _off_the_critical_path(
     )
 
 
-def reward_judge(darling: DarlingConfig) -> Any:
-    """The judge the reward transform asks: math-verify's judge of final answers for
-    darling.method=outcome (the math task; checks.py refuses it with a reward model),
-    darling.judge where the section calls it, else None (lexical rules alone)."""
-    if methods.method(darling.method).answer_classes:
-        from darling_nemo.judges.answers import MathAnswerJudge
+def reward_judge(darling: DarlingConfig, task: str = "math") -> Any:
+    """The judge the reward transform asks, as `tasks.judge.run_judge` decides it for the
+    run's task: the task's judge of final answers for a method that needs answer classes
+    (darling.method=outcome: math-verify on the math task; checks.py refuses it with a
+    reward model), darling.judge where the section calls it, else None (lexical rules)."""
+    from darling_nemo import tasks
+    from darling_nemo.tasks.judge import run_judge
 
-        return MathAnswerJudge()
-    return make_judge(darling.judge) if darling.calls_judge else None
+    return run_judge(tasks.task(task), darling).make()
 
 
 @contextmanager
@@ -211,6 +219,7 @@ def darling_rewards(
     policy: Any = None,
     darling: DarlingConfig | None = None,
     plan: JudgingPlan | None = None,
+    task: str = "math",
 ) -> Iterator[DarlingRewardTransform]:
     """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
 
@@ -222,7 +231,8 @@ def darling_rewards(
     waits for it (overlap.py); without a policy, with darling.overlap=false, or where
     `checks.overlap_fallbacks` names a reason (printed), the judge runs inside the hook,
     before the baseline. `plan`: the run's judging plan (`judging_plan.judging_plan`),
-    decided once by the caller; None: decided here. It is printed here, once.
+    decided once by the caller; None: decided here. It is printed here, once. `task`: the
+    run's task (the registry's name), whose judge of final answers a method may need.
     """
     from nemo_rl.algorithms import grpo
 
@@ -233,7 +243,7 @@ def darling_rewards(
     original = grpo.scale_rewards
     if getattr(original, "_darling_wrapped", False):
         raise RuntimeError("the DARLING reward hook is already installed")
-    transform = DarlingRewardTransform(darling, reward_judge(darling))
+    transform = DarlingRewardTransform(darling, reward_judge(darling, task))
     original_timer = grpo.Timer
     step_timers: list[Any] = []
 
@@ -339,7 +349,10 @@ def check_data_paths(cfg: dict[str, Any]) -> None:
         if is_file and not Path(value).exists():
             problems.append(f"data.{key}: file not found: {value} (cwd {os.getcwd()})")
     if problems:
-        hint = "prepare data with darling-prep-math / darling-prep-wildchat"
+        from darling_nemo import tasks
+
+        entries = [tasks.task(name).nemo_rl for name in tasks.task_names()]
+        hint = "prepare data with " + " / ".join(e.prep_command for e in entries if e)
         message = config_problems(problems)
         raise ConfigError(f"{message}: {hint}" if len(problems) == 1 else f"{message}\n  ({hint})")
 
@@ -347,38 +360,44 @@ def check_data_paths(cfg: dict[str, Any]) -> None:
 def setup_data(
     tokenizer: Any, cfg: dict[str, Any], task: str
 ) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
-    """(train dataset, val dataset or None, task_to_env, val_task_to_env) for task "math" or
-    "wildchat", mirroring NeMo-RL's examples/run_grpo_math.py and run_grpo_rm.py.
+    """(train dataset, val dataset or None, task_to_env, val_task_to_env) for a task of the
+    registry (`tasks.task`: its name or an older one, as its data rows carry it), mirroring
+    NeMo-RL's examples/run_grpo_math.py and run_grpo_rm.py: the task's `NemoRlTask` names
+    its environment (built with `env.<env_key>`) and its data processor.
 
     math: NeMo-RL's MathEnvironment (math-verify, reward 1/0) as quality.
-    wildchat: NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its own GPUs,
-    env.reward_model) as quality. The data paths were checked by `start`.
+    chat (wildchat): NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its
+    own GPUs, env.reward_model) as quality. The data paths were checked by `start`.
+    reward_funcs: a user's functions (the config's task: section) in one generic
+    environment, user_env.py.
     """
+    import importlib
+
+    from darling_nemo import tasks
+
+    if task == USER_TASK:
+        return setup_user_data(tokenizer, cfg, reward_env_vars())
     from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
     from nemo_rl.data.interfaces import TaskDataSpec
     from nemo_rl.data.processors import math_hf_data_processor
     from nemo_rl.distributed.ray_actor_environment_registry import get_actor_python_env
 
+    entry = tasks.task(task)
+    if entry.nemo_rl is None:
+        raise ValueError(f"the {entry.name} task does not run on NeMo-RL")
+    env_name = entry.nemo_rl.environment
+    module_name, _, class_name = env_name.rpartition(".")
+    env_class = getattr(importlib.import_module(module_name), class_name)
+    env_cfg = cfg["env"][entry.nemo_rl.env_key]
+    processor = {"math_hf": math_hf_data_processor, "chat_prompt": chat_prompt_processor}[
+        entry.nemo_rl.processor
+    ]
     data_cfg = cfg["data"]
     spec = TaskDataSpec(
         task_name=task,
         prompt_file=data_cfg["prompt_file"],
         system_prompt_file=data_cfg["system_prompt_file"],
     )
-    if task == "math":
-        from nemo_rl.environments.math_environment import MathEnvironment
-
-        env_class, env_cfg, processor = MathEnvironment, cfg["env"]["math"], math_hf_data_processor
-        env_name = "nemo_rl.environments.math_environment.MathEnvironment"
-    elif task == "wildchat":
-        from nemo_rl.environments.reward_model_environment import RewardModelEnvironment
-
-        env_class, env_cfg = RewardModelEnvironment, cfg["env"]["reward_model"]
-        processor = chat_prompt_processor
-        env_name = "nemo_rl.environments.reward_model_environment.RewardModelEnvironment"
-    else:
-        raise ValueError(f"unknown task {task!r}: use 'math' or 'wildchat'")
-
     data = load_response_dataset(data_cfg, cfg["grpo"]["seed"])
     processors = {task: (spec, processor)}
     env = env_class.options(
@@ -471,20 +490,22 @@ def train(
     tokenizer: Any,
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
     darling: DarlingConfig | None = None,
+    task: str = "math",
 ) -> None:
     """NeMo-RL's own setup() and grpo_train(), with the DARLING reward and metrics hooked in.
 
     Under slurm/common.sh (DARLING_JOB_END_EPOCH set) checkpointing.checkpoint_must_save_by
     is set right before grpo_train, to save and stop DARLING_SAVE_MARGIN_S before the job's
     end whatever the setup took; the launcher then requeues the job. `darling`: the section
-    as the recipe validated it (None: validated when the reward hook is installed).
+    as the recipe validated it (None: validated when the reward hook is installed). `task`:
+    the run's task (the registry's name; its judge of final answers, `reward_judge`).
     """
     save_by = save_by_epoch(  # read (and checked) before the long setup
         os.environ.get("DARLING_JOB_END_EPOCH"), os.environ.get("DARLING_SAVE_MARGIN_S")
     )
     failure = None
     try:
-        _setup_and_train(cfg, tokenizer, data, save_by, darling)
+        _setup_and_train(cfg, tokenizer, data, save_by, darling, task)
     except Exception:
         failure = traceback.format_exc()
     if failure is not None:
@@ -505,6 +526,7 @@ def _setup_and_train(
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
     save_by: float | None,
     darling: DarlingConfig | None,
+    task: str,
 ) -> None:
     from nemo_rl.algorithms.grpo import grpo_train, setup
 
@@ -534,7 +556,7 @@ def _setup_and_train(
     memory_report = os.environ.get(MEMORY_REPORT_ENV)
     with (
         probed(policy, Path(memory_report)) if memory_report else nullcontext(),
-        darling_rewards(master_config, policy, darling, plan) as transform,
+        darling_rewards(master_config, policy, darling, plan, task) as transform,
     ):
         if save_by is not None:
             ckpt = master_config["checkpointing"]
@@ -552,7 +574,7 @@ def _setup_and_train(
             loss_fn,
             task_to_env,
             val_task_to_env,
-            DarlingLogger(logger, transform),
+            DarlingLogger(logger, transform, metrics_of(task_to_env)),
             checkpointer,
             grpo_state,
             master_config,

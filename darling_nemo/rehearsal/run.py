@@ -174,6 +174,16 @@ def prompts_file(task: str, out: Path, count: int, overlong: int) -> Path:
     return out
 
 
+def rehearsal_prompts(
+    r: Rehearsal, cfg: dict[str, Any], name: str, count: int, overlong: int
+) -> str:
+    """The data file a rehearsal's phase reads: a user's task (the config's task: section)
+    brings its own prompts, as they are; a shipped task's come from `prompts_file`."""
+    if cfg.get("task") is not None:
+        return str(Path(cfg["task"]["data_path"]).resolve())
+    return str(prompts_file(r.task, r.workdir / name, count, overlong))
+
+
 def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """Tiny models, prompts, the shrunk config (written to the work folder); prints what
     shrank. Returns (shrunk config file, the config as given, the shrunk config)."""
@@ -195,8 +205,8 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any], 
         cfg,
         policy_dir=str(policy),
         reward_model_dir=str(rm) if rm else None,
-        train_data=str(prompts_file(r.task, r.workdir / "train.jsonl", 7, 1)),
-        val_data=str(prompts_file(r.task, r.workdir / "val.jsonl", 2, 0)),
+        train_data=rehearsal_prompts(r, cfg, "train.jsonl", 7, 1),
+        val_data=rehearsal_prompts(r, cfg, "val.jsonl", 2, 0),
         workdir=str(r.workdir),
         judge_url=judge_url,
         classifier_dir=str(classifier) if classifier else None,

@@ -1,5 +1,5 @@
-"""reward_funcs: a user's own TRL-style reward functions as DARLING's quality (TRL engine
-for now; docs/your-own-task.md).
+"""reward_funcs: a user's own TRL-style reward functions as DARLING's quality, on both engines
+(docs/your-own-task.md; on NeMo-RL: darling_nemo/nemo_rl/user_env.py).
 
 Prompts from `task.data_path` (JSONL), every other column passed to the functions as a
 keyword, exactly as TRL's GRPOTrainer passes dataset columns; quality is the weighted sum of

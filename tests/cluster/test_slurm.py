@@ -34,7 +34,11 @@ from darling_nemo.schema import ServedJudgeConfig, validate_darling
 
 SLURM = REPO / "slurm"
 IMAGE = "/images/darling-nemo.sqsh"
-DRIVER_RECIPES = ("recipes/darling_wildchat.py", "recipes/darling_math.py")
+DRIVER_RECIPES = (
+    "recipes/darling_wildchat.py",
+    "recipes/darling_math.py",
+    "recipes/darling_task.py",
+)
 
 FAKE_SCONTROL = r"""#!/usr/bin/env python3
 import os, re, sys
@@ -535,6 +539,23 @@ def test_lexical_judge_needs_no_classifiers(cluster):
     roles = by_role(res.stdout)
     assert "classifiers" not in roles
     assert override(roles["driver"][0][2], "darling.judge.endpoints") is None
+
+
+def test_user_task_job_dry_runs_without_classifiers(cluster):
+    # a user's reward functions (recipes/darling_task.py) on one node, the lexical judge
+    text = (SLURM / "code_tests.sub").read_text()
+    config = "conf/code_tests_qwen3_1p7b_darling.yaml"
+    assert f"JOB_CONFIG={config}" in text
+    header_nodes = int(re.search(r"^#SBATCH --nodes=(\d+)$", text, re.M).group(1))
+    assert header_nodes == load_config(REPO / config)["cluster"]["num_nodes"]
+    env = cluster.job("code_tests.sub", nodes=header_nodes)
+    res = cluster.run("code_tests.sub", env, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    roles = by_role(res.stdout)
+    assert "classifiers" not in roles
+    ((_, _, drv_cmd),) = roles["driver"]
+    assert drv_cmd[2:5] == ["recipes/darling_task.py", "--config", config]
+    assert_recipe_accepts(drv_cmd)  # its config phase calls the reward functions once
 
 
 def test_classifiers_on_spare_gpus_of_a_one_node_run(cluster):

@@ -9,6 +9,8 @@ runs the same transform inside NeMo-RL's real functions.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -20,6 +22,7 @@ from darling_nemo.nemo_rl.adapter import (
     DarlingLogger,
     DarlingRewardTransform,
     chat_prompt_processor,
+    check_data_paths,
     prompt_and_response,
 )
 from darling_nemo.nemo_rl.checks import unknown_config_keys, validate_nemo_rl_config
@@ -278,6 +281,20 @@ def test_darling_logger_writes_pending_metrics_at_the_train_step():
     assert logger.base_log_dir == "logs/x"  # everything else is delegated
 
 
+def test_darling_logger_adds_the_user_environments_figures_at_the_train_step():
+    # user_env.metrics_of: the reward functions' wall time and stopped calls since last step
+    t, inner = transform(), RecordingLogger()
+    pending = [{"quality_seconds": 1.5, "reward_timeouts": 2.0}]
+    logger = DarlingLogger(inner, t, lambda: pending.pop() if pending else {})
+    logger.log_metrics({"acc": 1.0}, 0, prefix="validation")  # not asked outside train
+    t.apply(rollout_batch(TWO_BY_FOUR))
+    logger.log_metrics({"loss": 0.5}, 3, prefix="train")
+    darling = inner.calls[1][0]
+    assert inner.calls[1][1:] == (3, "darling")
+    assert darling["quality_seconds"] == 1.5 and darling["reward_timeouts"] == 2.0
+    assert darling["classes_per_group"] == pytest.approx(2.0)  # beside the transform's
+
+
 # ---------------------------------------------------------------------------------------------
 # Config consistency (nemo_rl.checks.validate_nemo_rl_config)
 # ---------------------------------------------------------------------------------------------
@@ -412,3 +429,24 @@ def test_prompts_cut_for_length_stay_out_of_the_partition():
     # kept rows: q x d = [0.5, 0.5, 1]; cut rows: their quality
     np.testing.assert_allclose(batch["total_reward"].numpy(), [0.5, 0.5, 1.0, 1.0, 0.0, 1.0])
     assert t.pop_metrics()["pairs_judged"] == 3.0  # the 3 pairs of the real group only
+
+
+def test_a_missing_data_file_names_its_key_and_each_tasks_prep_command(tmp_path):
+    # the hint lists the registry's NeMo-RL tasks' prep commands: a new task's too
+    from darling_nemo import tasks
+
+    present = tmp_path / "val.jsonl"
+    present.write_text("{}\n")
+    data = {"prompt_file": None, "system_prompt_file": None, "val_data_path": str(present)}
+    cfg = {"data": {**data, "train_data_path": str(tmp_path / "none.jsonl")}}
+    with pytest.raises(ConfigError) as err:
+        check_data_paths(cfg)
+    message = str(err.value)
+    assert "data.train_data_path: file not found" in message and "val_data_path" not in message
+    assert message.endswith("prepare data with darling-prep-math / darling-prep-wildchat")
+    toy = replace(tasks.task("math").nemo_rl, prep_command="toy-prep")
+    with (
+        tasks.registered(tasks.Task("toy_nemo", "a toy", nemo_rl=toy)),
+        pytest.raises(ConfigError, match="darling-prep-math / darling-prep-wildchat / toy-prep"),
+    ):
+        check_data_paths(cfg)

@@ -51,7 +51,9 @@ if not OmegaConf.has_resolver("mul"):  # NeMo-RL's examples register it at impor
     OmegaConf.register_new_resolver("mul", lambda a, b: a * b)
 
 CONF = REPO / "conf"
-RECIPE_CONFIGS = sorted(p for p in CONF.glob("*.yaml") if p.name.startswith(("math_", "wildchat_")))
+RECIPE_CONFIGS = sorted(
+    p for p in CONF.glob("*.yaml") if p.name.startswith(("math_", "wildchat_", "code_tests_"))
+)
 LEXICAL = "darling.judge={kind: lexical}"
 
 PROMPT_A, PROMPT_B = "What is 2+2?", "What is 3*4?"
@@ -262,6 +264,28 @@ def key_paths(tree: dict, prefix: str = "") -> set[str]:
     return out
 
 
+def test_every_nemo_rl_task_of_the_registry_names_what_setup_data_builds():
+    # adapter.setup_data imports the task's environment by its path, starts it on the Python
+    # NeMo-RL's actor registry names for it, with the config's env.<env_key> section
+    import importlib
+
+    from nemo_rl.distributed.ray_actor_environment_registry import get_actor_python_env
+    from nemo_rl.environments.interfaces import EnvironmentInterface
+
+    from darling_nemo import tasks
+
+    env_keys = load_config(CONF / "base" / "common.yaml")["env"]
+    on_nemo_rl = [tasks.task(name).nemo_rl for name in tasks.task_names()]
+    on_nemo_rl = [entry for entry in on_nemo_rl if entry is not None]
+    assert {entry.env_key for entry in on_nemo_rl} == {"math", "reward_model"}
+    for entry in on_nemo_rl:
+        module, _, name = entry.environment.rpartition(".")
+        environment = getattr(importlib.import_module(module), name)
+        assert issubclass(environment.__ray_metadata__.modified_class, EnvironmentInterface)
+        assert get_actor_python_env(entry.environment)
+        assert isinstance(env_keys[entry.env_key], dict)
+
+
 def test_every_key_of_the_common_base_is_read_by_nemo_rl():
     # Known keys: NeMo-RL v0.4.0's MasterConfig TypedDicts, its example configs, and the
     # ResponseDataset arguments load_response_dataset passes through.
@@ -278,7 +302,9 @@ def test_every_key_of_the_common_base_is_read_by_nemo_rl():
         known |= key_paths(OmegaConf.to_container(nemo_load(path), resolve=False))
     known |= {f"data.{p}" for p in inspect.signature(ResponseDataset).parameters}
     ours = key_paths(load_yaml_with_defaults(CONF / "base" / "common.yaml"))
-    unknown = {p for p in ours if p not in known and p.split(".")[0] not in ("darling", "engine")}
+    unknown = {
+        p for p in ours if p not in known and p.split(".")[0] not in ("darling", "engine", "task")
+    }
     assert unknown == set()
 
 

@@ -59,13 +59,20 @@ PATH_OF_CONFIG = {
     "conf/wildchat_llama8b_darling.yaml": "megatron wildchat (reward model)",
     "conf/wildchat_llama8b_grpo.yaml": "grpo baseline",
     "conf/wildchat_qwen3_1p7b_1node_darling.yaml": "one-node classifier server",
+    "conf/code_tests_qwen3_1p7b_darling.yaml": "user reward functions",
 }
+# Not trained in CI yet: a user's reward functions in the generic environment. Its config
+# goes through the config phase, the contracts and prepare below; the environment actor
+# scores a batch on a real Ray in tests/nemo_rl_engine/test_user_env.py.
+PREPARE_ONLY_PATHS = {"user reward functions"}
 REPRESENTATIVES = {config for config, _ in PATHS.values()} | {SMOKE_CONFIG}
 
 
 def code_path(cfg: dict) -> str:
     """The path a config's run takes, read from its keys (what PATH_OF_CONFIG must say)."""
     darling = cfg["darling"]
+    if cfg["task"] is not None:
+        return "user reward functions"
     if darling["judge"].get("launch"):
         return "one-node classifier server"
     if not darling["enabled"]:
@@ -78,8 +85,20 @@ def code_path(cfg: dict) -> str:
 
 
 def recipe_for(config: str) -> str:
-    wildchat = load_config(REPO / config)["env"]["reward_model"]["enabled"]
+    cfg = load_config(REPO / config)
+    if cfg["task"] is not None:
+        return "recipes/darling_task.py"
+    wildchat = cfg["env"]["reward_model"]["enabled"]
     return "recipes/darling_wildchat.py" if wildchat else "recipes/darling_math.py"
+
+
+def task_for(config: str) -> str:
+    """The recipe's task name (recipes/darling_*.py's Task.name) the rehearsal is given."""
+    recipe = recipe_for(config)
+    return {
+        "recipes/darling_task.py": "reward_funcs",
+        "recipes/darling_wildchat.py": "wildchat",
+    }.get(recipe, "math")
 
 
 def shrunk(config: str) -> dict:
@@ -103,16 +122,16 @@ def shrunk(config: str) -> dict:
 
 
 def test_every_nemo_rl_config_is_rehearsed():
-    # the 8 paper configs, the 2 one-node defaults of the no-argument recipes and the 3
-    # rivals of math_qwen3_4b_darling (docs/rivals.md)
-    assert len(NEMO_RL_CONFIGS) == 13
+    # the 8 paper configs, the 2 one-node defaults of the no-argument recipes, the 3
+    # rivals of math_qwen3_4b_darling (docs/rivals.md) and the user-task example
+    assert len(NEMO_RL_CONFIGS) == 14
     # each is in the table, on the path its keys take, and that path's config is trained in CI
     assert sorted(PATH_OF_CONFIG) == NEMO_RL_CONFIGS
     for config, path in PATH_OF_CONFIG.items():
         assert code_path(load_config(REPO / config)) == path, config
     for path, config in [(path, config) for path, (config, _) in PATHS.items()] + [SMOKE_PATH]:
         assert PATH_OF_CONFIG[config] == path
-    assert set(PATHS) | {SMOKE_PATH[0]} == set(PATH_OF_CONFIG.values())
+    assert set(PATHS) | {SMOKE_PATH[0]} | PREPARE_ONLY_PATHS == set(PATH_OF_CONFIG.values())
 
 
 def test_the_path_table_is_checked_against_the_keys():
@@ -234,7 +253,7 @@ def verdict(out: str) -> str:
 
 def in_process(config: str, overrides: list[str], **rehearse_args) -> tuple[int, str, float]:
     """`rehearse()` with arguments the command line does not take (drills, runs=1)."""
-    task = "wildchat" if "wildchat" in recipe_for(config) else "math"
+    task = task_for(config)
     code = (
         "import sys; from pathlib import Path; "
         "from darling_nemo.rehearsal.run import rehearse; "
@@ -280,8 +299,7 @@ def test_every_other_config_passes_contracts_and_prepare():
     # interpreter start and the imports of the tiny models (torch, transformers) 8 times.
     pytest.importorskip("nemo_rl")
     rehearsals = ", ".join(
-        f"({config!r}, Path({recipe_for(config)!r}).resolve(), "
-        f"{'wildchat' if 'wildchat' in recipe_for(config) else 'math'!r})"
+        f"({config!r}, Path({recipe_for(config)!r}).resolve(), {task_for(config)!r})"
         for config in OTHER_CONFIGS
     )
     code = (

@@ -64,7 +64,25 @@ def user_folder(tmp_path: Path, module: str, source: str) -> Path:
     return folder
 
 
-def write_config(tmp_path: Path, folder: Path, funcs: list[str], **task: object) -> Path:
+NEMO_RL_CONFIG = Path(__file__).resolve().parents[2] / "conf/code_tests_qwen3_1p7b_darling.yaml"
+
+
+def write_config(
+    tmp_path: Path, folder: Path, funcs: list[str], engine: str = "trl", **task: object
+) -> Path:
+    """A config over the user's folder: a TRL run, or (engine nemo_rl) the shipped NeMo-RL
+    config of the example with its task: section pointed at the folder."""
+    if engine == "nemo_rl":
+        section = {
+            "data_path": str(folder / "data.jsonl"),
+            "python_path": [str(folder)],
+            "reward_funcs": funcs,
+            "reward_weights": None,
+            **task,
+        }
+        path = tmp_path / "task_nemo_rl.yaml"
+        path.write_text(yaml.safe_dump({"defaults": [str(NEMO_RL_CONFIG)], "task": section}))
+        return path
     cfg = {
         "engine": "trl",
         "output_dir": str(tmp_path / "run"),
@@ -107,8 +125,9 @@ BAD = {
 }
 
 
+@pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_a_bad_reward_function_is_one_line_and_exit_2_at_dry_run(case, tmp_path, capsys):
+def test_a_bad_reward_function_is_one_line_and_exit_2_at_dry_run(case, engine, tmp_path, capsys):
     func, source, words = BAD[case]
     module = f"user_rewards_{case}"
     folder = user_folder(tmp_path, module, GOOD + source)
@@ -116,7 +135,7 @@ def test_a_bad_reward_function_is_one_line_and_exit_2_at_dry_run(case, tmp_path,
     if case == "no_module":
         func = f"{module}_absent:f"
     # the bad one second: the message names its index
-    config = write_config(tmp_path, folder, [f"{module}:says_answer", func])
+    config = write_config(tmp_path, folder, [f"{module}:says_answer", func], engine)
     code = run_recipe(TASK, "test", ["--config", str(config), "--dry-run"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
@@ -125,20 +144,37 @@ def test_a_bad_reward_function_is_one_line_and_exit_2_at_dry_run(case, tmp_path,
     assert "task.reward_funcs[1]" in err[0] and expected in err[0], err[0]
 
 
-def test_weights_must_match_the_functions(tmp_path, capsys):
+@pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
+def test_weights_must_match_the_functions(engine, tmp_path, capsys):
     folder = user_folder(tmp_path, "user_rewards_weights", GOOD)
     config = write_config(
-        tmp_path, folder, ["user_rewards_weights:says_answer"], reward_weights=[1.0, 2.0]
+        tmp_path, folder, ["user_rewards_weights:says_answer"], engine, reward_weights=[1.0, 2.0]
     )
     assert run_recipe(TASK, "test", ["--config", str(config), "--dry-run"]) == 2
     assert "reward_weights has 2 weight(s) for 1 reward_funcs" in capsys.readouterr().err
 
 
-def test_a_good_module_passes_the_dry_run(tmp_path, capsys):
+def test_a_method_that_needs_final_answers_is_refused_on_nemo_rl(tmp_path, capsys):
+    # graded scores: outcome would compare the answers with another task's judge
+    folder = user_folder(tmp_path, "user_rewards_outcome", GOOD)
+    config = write_config(tmp_path, folder, ["user_rewards_outcome:says_answer"], "nemo_rl")
+    argv = ["--config", str(config), "--dry-run", "darling.method=outcome"]
+    assert run_recipe(TASK, "test", argv) == 2
+    assert "darling.method=outcome needs final answers to compare; task.kind=reward_funcs" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
+def test_a_good_module_passes_the_dry_run(engine, tmp_path, capsys):
+    # nemo_rl: the example's NeMo-RL config (Qwen3-1.7B, Megatron) on the user's module
     folder = user_folder(tmp_path, "user_rewards_good", GOOD)
     funcs = ["user_rewards_good:says_answer", "user_rewards_good.short"]
-    config = write_config(tmp_path, folder, funcs)
+    config = write_config(tmp_path, folder, funcs, engine)
     assert run_recipe(TASK, "test", ["--config", str(config), "--dry-run"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["engine"] == engine
+    assert printed["task"]["reward_funcs"] == funcs
 
 
 def test_quality_is_trls_weighted_nansum_in_the_pool(tmp_path):

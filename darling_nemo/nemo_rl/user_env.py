@@ -1,0 +1,254 @@
+"""A user's TRL-style reward functions as NeMo-RL v0.4.0's environment (`task.kind: reward_funcs`).
+
+A NeMo-RL config trains on a user's task with a `task:` section, the same section a TRL
+config has (`schema.RewardFuncsTaskConfig`): prompts from `task.data_path` (JSONL), quality
+the weighted sum of `task.reward_funcs`. One generic environment, `UserRewardEnvironment`
+(NeMo-RL's EnvironmentInterface, a Ray actor), calls the functions on each batch NeMo-RL's
+`calculate_rewards` hands it, through darling_nemo/user_rewards.py: the same worker pool,
+per-call timeout and error lines as the TRL engine.
+
+The row's other columns travel in NeMo-RL's datum `extra_env_info` (with the prompt as the
+file writes it and the row's `file:line` label) and reach the functions as keyword
+arguments, as TRL passes dataset columns. NeMo-RL v0.4.0 never asks an environment for its
+metrics during training, so the environment keeps `darling/quality_seconds` and
+`darling/reward_timeouts` until `DarlingLogger` collects them at the step's `train` log
+(`metrics_of`); validation's calls count into the next step's figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig
+from darling_nemo.schema.base import validate_section
+
+TASK_NAME = "reward_funcs"  # NeMo-RL's task_name of the rows and the key of task_to_env
+ENVIRONMENT = "darling_nemo.nemo_rl.user_env.UserRewardEnvironment"
+
+
+def task_section(cfg: Mapping[str, Any]) -> RewardFuncsTaskConfig | None:
+    """A NeMo-RL config's `task:` section, validated (ConfigError naming each bad key), or
+    None where the config has none (a shipped task's config)."""
+    section = cfg.get("task")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError(f"task: expected a mapping (kind: {TASK_NAME}, ...), got {section!r}")
+    return validate_section(RewardFuncsTaskConfig, section, "task")
+
+
+def dataset_rows(task: RewardFuncsTaskConfig) -> list[dict[str, Any]]:
+    """The rows of task.data_path as NeMo-RL's dataset entries: the prompt, the other
+    columns and the row's label ("data.jsonl:7 (id x)") for run-time errors."""
+    from darling_nemo.trl.tasks import task_rows
+
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    rows = []
+    for row, line in zip(raw, lines, strict=True):
+        if task.prompt_key not in row:
+            raise ConfigError(
+                f"task.prompt_key: {task.data_path}:{line} has no {task.prompt_key!r}"
+            )
+        label = f"{task.data_path}:{line}" + (f" (id {row['id']})" if "id" in row else "")
+        columns = {k: v for k, v in row.items() if k != task.prompt_key}
+        prompt = row[task.prompt_key]
+        rows.append({"prompt": prompt, "columns": columns, "row": label, "task_name": TASK_NAME})
+    return rows
+
+
+def reward_funcs_processor(
+    datum_dict: dict[str, Any],
+    task_data_spec: Any,
+    tokenizer: Any,
+    max_seq_length: int | None,
+    idx: int,
+) -> dict[str, Any]:
+    """A NeMo-RL task data processor for `dataset_rows` entries: the prompt (a string, or a
+    conversation of {role, content} turns) rendered with the policy's chat template and a
+    generation prompt; the raw prompt, the columns and the label go to `extra_env_info`.
+    Too-long prompts are cut to a few tokens with loss_multiplier 0, as NeMo-RL does."""
+    prompt = datum_dict["prompt"]
+    messages = list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+    if task_data_spec.system_prompt and messages[0].get("role") != "system":
+        messages.insert(0, {"role": "system", "content": task_data_spec.system_prompt})
+    text = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, add_special_tokens=False
+    )
+    token_ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
+    loss_multiplier = 1.0
+    length = len(token_ids)
+    if max_seq_length is not None and length > max_seq_length:
+        token_ids = token_ids[: min(4, max_seq_length)]
+        loss_multiplier = 0.0
+    return {
+        "message_log": [{"role": "user", "content": text, "token_ids": token_ids}],
+        "length": length,
+        "extra_env_info": {
+            "prompt": prompt,
+            "columns": datum_dict["columns"],
+            "row": datum_dict["row"],
+        },
+        "loss_multiplier": loss_multiplier,
+        "idx": idx,
+        "task_name": TASK_NAME,
+    }
+
+
+def environment_config(task: RewardFuncsTaskConfig) -> dict[str, Any]:
+    """The section as the environment actor gets it: python_path made absolute here, in the
+    driver's working directory (a Ray worker's may differ)."""
+    section = task.model_dump()
+    section["python_path"] = [str(Path(folder).resolve()) for folder in task.python_path]
+    return section
+
+
+class UserRewards:
+    """The environment's work, without NeMo-RL: a batch of message logs and their
+    `extra_env_info` -> one quality per row, the weighted sum of the user's functions."""
+
+    def __init__(self, section: Mapping[str, Any]) -> None:
+        from darling_nemo.user_rewards import UserQuality
+
+        self.quality = UserQuality(
+            section["reward_funcs"],
+            section["reward_weights"],
+            section["python_path"],
+            section["reward_workers"],
+            section["reward_timeout_s"],
+            {},
+        )
+        self.pending = {"quality_seconds": 0.0, "reward_timeouts": 0.0}
+
+    def score(
+        self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
+    ) -> list[float]:
+        """Each row's quality; a row every function left None stops the run (DARLING needs
+        a quality for every response), naming the row (RewardFunctionError)."""
+        from darling_nemo.user_rewards import RewardFunctionError, prompt_key
+
+        prompts = [info["prompt"] for info in metadata]
+        completions: list[Any] = []
+        completion_ids: list[list[int]] = []
+        for prompt, log in zip(prompts, message_log_batch, strict=True):
+            answer = [m for m in log if m["role"] == "assistant"]
+            text = "".join(str(m["content"]) for m in answer)
+            conversational = isinstance(prompt, list)
+            completions.append([{"role": "assistant", "content": text}] if conversational else text)
+            completion_ids.append([int(t) for m in answer for t in m.get("token_ids", [])])
+        columns: dict[str, list[Any]] = {}
+        for row, info in enumerate(metadata):
+            for name, value in info["columns"].items():
+                columns.setdefault(name, [None] * len(metadata))[row] = value
+        for prompt, info in zip(prompts, metadata, strict=True):
+            self.quality.row_labels[prompt_key(prompt)] = info["row"]
+        scores = self.quality(prompts, completions, completion_ids=completion_ids, **columns)
+        for name, value in self.quality.last_metrics.items():
+            self.pending[name.removeprefix("darling/")] += value
+        for score, info in zip(scores, metadata, strict=True):
+            if score is None:
+                raise RewardFunctionError(
+                    f"every reward function returned None for {info['row']}: DARLING needs a "
+                    "quality for every completion"
+                )
+        return [float(score) for score in scores]  # type: ignore[arg-type]
+
+    def pop_metrics(self) -> dict[str, float]:
+        """The figures since the last call (summed over the calls in between)."""
+        metrics, self.pending = self.pending, dict.fromkeys(self.pending, 0.0)
+        return metrics
+
+    def shutdown(self) -> None:
+        self.quality.close()
+
+
+def _environment_class() -> Any:
+    import ray
+    import torch
+    from nemo_rl.environments.interfaces import EnvironmentInterface, EnvironmentReturn
+
+    class UserRewardEnvironment(UserRewards, EnvironmentInterface):  # type: ignore[misc]
+        """NeMo-RL's environment contract around `UserRewards`: single-turn, every row done."""
+
+        def step(self, message_log_batch: Any, metadata: Any) -> Any:
+            rewards = self.score(message_log_batch, metadata)
+            return EnvironmentReturn(
+                observations=[
+                    {"role": "environment", "content": f"Environment: reward {r:.4g}"}
+                    for r in rewards
+                ],
+                metadata=list(metadata),
+                next_stop_strings=[None] * len(rewards),
+                rewards=torch.tensor(rewards, dtype=torch.float32),
+                terminateds=torch.ones(len(rewards)),
+                answers=None,
+            )
+
+        def global_post_process_and_metrics(self, batch: Any) -> tuple[Any, dict]:
+            return batch, {"reward_mean": float(batch["rewards"].float().mean())}
+
+    UserRewardEnvironment.__qualname__ = "UserRewardEnvironment"
+    UserRewardEnvironment.__module__ = __name__
+    return ray.remote(UserRewardEnvironment)
+
+
+def __getattr__(name: str) -> Any:
+    # Built on first use (it subclasses NeMo-RL's interface): importing this module needs no
+    # NeMo-RL; Ray's workers import the class by this path.
+    if name == "UserRewardEnvironment":
+        environment = _environment_class()
+        globals()[name] = environment
+        return environment
+    raise AttributeError(name)
+
+
+def start_environment(task: RewardFuncsTaskConfig, env_vars: Mapping[str, str]) -> Any:
+    """The environment actor (on the driver's Python, as NeMo-RL's own environments)."""
+    from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
+
+    actor = __getattr__("UserRewardEnvironment")
+    return actor.options(
+        runtime_env={"py_executable": PY_EXECUTABLES.SYSTEM, "env_vars": dict(env_vars)}
+    ).remote(environment_config(task))
+
+
+def metrics_of(task_to_env: Mapping[str, Any]) -> Callable[[], dict[str, float]] | None:
+    """What `DarlingLogger` adds to each step's `darling/*` scalars: the user environment's
+    pending figures; None where the run has no user environment."""
+    environment = task_to_env.get(TASK_NAME)
+    if environment is None:
+        return None
+
+    def collect() -> dict[str, float]:
+        import ray
+
+        return ray.get(environment.pop_metrics.remote())
+
+    return collect
+
+
+def setup_user_data(
+    tokenizer: Any, cfg: dict[str, Any], env_vars: Mapping[str, str]
+) -> tuple[Any, None, dict[str, Any], dict[str, Any]]:
+    """(train dataset, None, task_to_env, val_task_to_env) for a `task:` section: every row
+    trains (no validation set, as on the TRL engine)."""
+    from nemo_rl.data.datasets import AllTaskProcessedDataset
+    from nemo_rl.data.interfaces import TaskDataSpec
+
+    task = task_section(cfg)
+    if task is None:
+        raise ConfigError(f"task: missing: a {TASK_NAME} run needs its task: section")
+    data_cfg = cfg["data"]
+    spec = TaskDataSpec(task_name=TASK_NAME, system_prompt_file=data_cfg["system_prompt_file"])
+    dataset = AllTaskProcessedDataset(
+        dataset_rows(task),
+        tokenizer,
+        spec,
+        {TASK_NAME: (spec, reward_funcs_processor)},
+        max_seq_length=data_cfg["max_input_seq_length"],
+    )
+    task_to_env = {TASK_NAME: start_environment(task, env_vars)}
+    return dataset, None, task_to_env, task_to_env

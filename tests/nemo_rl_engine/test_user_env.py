@@ -1,0 +1,148 @@
+"""A user's reward functions as NeMo-RL's environment (darling_nemo/nemo_rl/user_env.py).
+
+The user's module is written into a temporary folder (not importable from the package). The
+pure part (`UserRewards.score`) runs everywhere; the actor test, marked `nemo_rl`, builds
+NeMo-RL's dataset from the JSONL with the real processor and scores a batch through the
+environment actor on a real local Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import textwrap
+
+import pytest
+from helpers import start_local_ray
+
+from darling_nemo.nemo_rl.user_env import (
+    TASK_NAME,
+    UserRewards,
+    dataset_rows,
+    environment_config,
+    task_section,
+)
+from darling_nemo.user_rewards import RewardFunctionError
+
+REWARDS = '''
+def matches(prompts, completions, target, completion_ids, **kwargs):
+    """1.0 where the completion is the row's target; None for the row marked 'skip'."""
+    return [None if t == "skip" else float(c == t) for c, t in zip(completions, target)]
+
+def length(prompts, completions, **kwargs):
+    """The completion's length, None for 'skip' (the row every function leaves None)."""
+    return [None if c == "skip" else float(len(c)) for c in completions]
+
+def ids_count(prompts, completions, completion_ids, **kwargs):
+    return [float(len(ids)) for ids in completion_ids]
+'''
+ROWS = [
+    {"id": "a", "prompt": "say yes", "target": "yes"},
+    {"id": "b", "prompt": "say no", "target": "no"},
+    {"id": "c", "prompt": "say nothing", "target": "skip"},
+]
+
+
+@pytest.fixture
+def user_task(tmp_path, monkeypatch):
+    """A config's validated task: section over a JSONL and a reward module in tmp_path."""
+    (tmp_path / "my_rewards.py").write_text(textwrap.dedent(REWARDS))
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    monkeypatch.chdir(tmp_path)  # python_path is relative to the working directory
+
+    def section(funcs, weights=None):
+        cfg = {"task": {"kind": TASK_NAME, "data_path": str(data), "python_path": ["."]}}
+        cfg["task"].update(reward_funcs=funcs, reward_weights=weights, reward_timeout_s=120)
+        return task_section(cfg)
+
+    return section
+
+
+def batch(rows, responses):
+    """NeMo-RL's (message_log_batch, metadata) for single-turn rollouts of `rows`."""
+    logs = [
+        [
+            {"role": "user", "content": row["prompt"], "token_ids": [1, 2]},
+            {"role": "assistant", "content": text, "token_ids": list(range(len(text)))},
+        ]
+        for row, text in zip(rows, responses, strict=True)
+    ]
+    metadata = [{"prompt": r["prompt"], "columns": r["columns"], "row": r["row"]} for r in rows]
+    return logs, metadata
+
+
+def test_the_weighted_sum_with_columns_and_completion_ids(user_task):
+    task = user_task(["my_rewards:matches", "my_rewards:length"], [2.0, 0.5])
+    rows = dataset_rows(task)
+    assert [r["row"].rsplit("/", 1)[-1] for r in rows] == [
+        "prompts.jsonl:1 (id a)",
+        "prompts.jsonl:2 (id b)",
+        "prompts.jsonl:3 (id c)",
+    ]
+    rewards = UserRewards({**environment_config(task), "reward_workers": 1})
+    try:
+        # matches: 1, 0 (x2.0); length: 3, 3 (x0.5) -> 2 + 1.5, 0 + 1.5
+        assert rewards.score(*batch(rows[:2], ["yes", "yes"])) == [3.5, 1.5]
+        # "skip" left None by `matches` only: the length alone counts (TRL's nansum)
+        assert rewards.score(*batch(rows[2:], ["ab"])) == [1.0]
+        metrics = rewards.pop_metrics()
+        assert metrics["quality_seconds"] > 0 and metrics["reward_timeouts"] == 0
+        assert rewards.pop_metrics() == {"quality_seconds": 0.0, "reward_timeouts": 0.0}
+        with pytest.raises(RewardFunctionError, match=r"prompts.jsonl:3 \(id c\)"):
+            rewards.score(*batch(rows[2:], ["skip"]))  # every function None: named, stopped
+    finally:
+        rewards.shutdown()
+
+
+@pytest.mark.nemo_rl
+def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_dir):
+    pytest.importorskip("nemo_rl")
+    import ray
+    from transformers import AutoTokenizer
+
+    from darling_nemo.nemo_rl.adapter import setup_data
+
+    os.environ.setdefault("NEMO_RL_PY_EXECUTABLES_SYSTEM", "1")  # actors use this interpreter
+    task = user_task(["my_rewards:matches", "my_rewards:ids_count"], [1.0, 0.25])
+    cfg = {
+        "task": task.model_dump(),
+        "data": {"system_prompt_file": None, "max_input_seq_length": 512},
+    }
+    tokenizer = AutoTokenizer.from_pretrained(char_tokenizer_dir)
+    temp_dir = tempfile.mkdtemp(prefix="dn_ray_", dir="/tmp")
+    start_local_ray(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir)
+    try:
+        dataset, val_dataset, task_to_env, _ = setup_data(tokenizer, cfg, TASK_NAME)
+        assert val_dataset is None and len(dataset) == 3
+        datum = dataset[1]
+        assert datum["task_name"] == TASK_NAME
+        assert datum["message_log"][0]["content"] == "<user>say no\n<assistant>"
+        info = datum["extra_env_info"]
+        assert info["columns"] == {"id": "b", "target": "no"}
+        logs = [
+            [*dataset[i]["message_log"], {"role": "assistant", "content": text, "token_ids": ids}]
+            for i, text, ids in ((0, "yes", [5, 6, 7]), (1, "yes", [5]))
+        ]
+        metadata = [dataset[0]["extra_env_info"], info]
+        env = task_to_env[TASK_NAME]
+        result = ray.get(env.step.remote(logs, metadata))
+        # matches 1, 0; ids_count 3, 1 (x0.25)
+        assert result.rewards.tolist() == [1.75, 0.25]
+        assert result.terminateds.tolist() == [1.0, 1.0]
+        metrics = ray.get(env.pop_metrics.remote())
+        assert metrics["quality_seconds"] > 0 and metrics["reward_timeouts"] == 0
+        # a function that raises (here: the row lacks its `target` column) stops the step,
+        # naming the function and the row, as grpo_train's ray.get then sees it
+        broken = [{**metadata[0], "columns": {"id": "a"}}]
+        with pytest.raises(
+            ray.exceptions.RayTaskError,
+            match=r"my_rewards:matches raised on \S*prompts.jsonl:1 \(id a\): TypeError",
+        ):
+            ray.get(env.step.remote(logs[:1], broken))
+        ray.get(env.shutdown.remote())
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
