@@ -21,6 +21,7 @@ from darling_nemo.nemo_rl.adapter import OVERLAP_ON
 from darling_nemo.rehearsal.contract_classifier import job as classifier_job
 from darling_nemo.rehearsal.contract_megatron_worker import sources as megatron_sources
 from darling_nemo.rehearsal.contract_vllm import sources as vllm_sources
+from darling_nemo.rehearsal.phases import newest_run_scalars
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
 
 NEMO_RL_CONFIGS = sorted(
@@ -36,10 +37,13 @@ NEMO_RL_CONFIGS = sorted(
 # layouts (TP, PP, CP, vLLM TP, sizes) are what the contracts check, for every config.
 PATHS = {  # path: (its config, runs: 2 = setup, step, checkpoint, then resume and step)
     "megatron math": ("conf/math_qwen3_4b_darling.yaml", 2),  # + async engine, prefix judging
-    "megatron wildchat (reward model)": ("conf/wildchat_llama8b_darling.yaml", 2),
-    # their resume is the DARLING path's; only the reward differs
+    # the other paths resume as the DARLING path does (the stand-ins' checkpoint, NeMo-RL's
+    # dataloader state, the hook's step counter); only the reward differs, so run 1 each
+    "megatron wildchat (reward model)": ("conf/wildchat_llama8b_darling.yaml", 1),
     "grpo baseline": ("conf/math_qwen3_4b_grpo.yaml", 1),
     "rival": ("conf/math_qwen3_4b_outcome.yaml", 1),  # lexical judge + math-verify answers
+    # a user's reward functions (examples/code_tests/rewards.py) in the generic environment
+    "user reward functions": ("conf/code_tests_qwen3_1p7b_darling.yaml", 1),
 }
 # Trained elsewhere: the one-node config's recipe starts its own classifier server; the
 # smoke (test_smoke.py::test_smoke_passes_with_the_standins) runs that config through the
@@ -61,10 +65,6 @@ PATH_OF_CONFIG = {
     "conf/wildchat_qwen3_1p7b_1node_darling.yaml": "one-node classifier server",
     "conf/code_tests_qwen3_1p7b_darling.yaml": "user reward functions",
 }
-# Not trained in CI yet: a user's reward functions in the generic environment. Its config
-# goes through the config phase, the contracts and prepare below; the environment actor
-# scores a batch on a real Ray in tests/nemo_rl_engine/test_user_env.py.
-PREPARE_ONLY_PATHS = {"user reward functions"}
 REPRESENTATIVES = {config for config, _ in PATHS.values()} | {SMOKE_CONFIG}
 
 
@@ -131,7 +131,7 @@ def test_every_nemo_rl_config_is_rehearsed():
         assert code_path(load_config(REPO / config)) == path, config
     for path, config in [(path, config) for path, (config, _) in PATHS.items()] + [SMOKE_PATH]:
         assert PATH_OF_CONFIG[config] == path
-    assert set(PATHS) | {SMOKE_PATH[0]} | PREPARE_ONLY_PATHS == set(PATH_OF_CONFIG.values())
+    assert set(PATHS) | {SMOKE_PATH[0]} == set(PATH_OF_CONFIG.values())
 
 
 def test_the_path_table_is_checked_against_the_keys():
@@ -330,8 +330,7 @@ def test_every_other_config_passes_contracts_and_prepare():
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_rehearsal_passes(path):
     # One config per code path (PATHS): trained, checkpointed and, with runs 2, resumed. The
-    # GRPO baseline and the rival differ from the DARLING path in the reward only and share its
-    # resume. `--rehearse` by hand runs both runs of any config (docs/rehearsal.md).
+    # other paths differ from the DARLING path in the reward only and share its resume. `--rehearse` by hand runs both runs of any config (docs/rehearsal.md).
     pytest.importorskip("nemo_rl")
     config, runs = PATHS[path]
     # the math path runs with a user's secrets in its environment and the judge's token
@@ -356,6 +355,11 @@ def test_rehearsal_passes(path):
         reused = re.findall(r"judge prefix cache: (\d+) prompt tokens reused", out)
         assert len(reused) == runs and all(int(n) > 0 for n in reused), reused
         assert_no_secret_anywhere(out, logs)
+    if path == "user reward functions":  # the example's functions scored step 1's batch
+        scalars = newest_run_scalars(logs / "logs", "user reward functions")
+        assert list(scalars["darling/quality_seconds"]) == [1], scalars
+        assert scalars["darling/quality_seconds"][1] > 0
+        assert scalars["darling/reward_timeouts"][1] == 0
 
 
 FAKE_SECRETS = {
