@@ -258,6 +258,7 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "mini/hard.yaml": (MiniConfig, []),
         "mini/dice_k.yaml": (MiniConfig, []),
         "mini/judge_sweep.yaml": (MiniConfig, []),
+        "mini/all_methods.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/minilm_biencoder_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/serve_8gpu.yaml": ("servers", ["model=/ckpt"]),
