@@ -369,6 +369,32 @@ def test_a_raising_function_names_itself_the_row_and_the_exception(tmp_path):
     )
 
 
+def test_a_row_cut_to_the_prompt_budget_is_named_by_its_file_line(tmp_path):
+    """The labels come from the rows the task's prompts read, as fitted to the budget: a
+    prompt cut short (task.long_prompts: truncate) is still named by its file:line and id."""
+    from darling_nemo.trl import validate_trl_config
+    from darling_nemo.trl.tasks import build_task
+
+    source = """
+    def picky(prompts, completions, **kwargs):
+        return [1.0 / (c != "boom") for c in completions]
+    """
+    folder = user_folder(tmp_path, "user_rewards_cut", source)
+    funcs = ["user_rewards_cut:picky"]
+    config = write_config(
+        tmp_path, folder, funcs, max_prompt_tokens=1, long_prompts="truncate", max_prompts=1
+    )
+    task = build_task(validate_trl_config(yaml.safe_load(config.read_text())))
+    try:
+        [prompt] = [row["prompt"] for row in task.train_rows]
+        assert prompt != ROWS[0]["prompt"]  # cut to the budget
+        with pytest.raises(RewardFunctionError) as raised:
+            task.quality(prompts=[prompt], completions=["boom"])
+    finally:
+        task.quality.close()
+    assert f"raised on {folder / 'data.jsonl'}:1 (id q0): ZeroDivisionError" in str(raised.value)
+
+
 BREAKS_AT_STEP_2 = (
     GOOD
     + """
