@@ -13,6 +13,11 @@ stopped, a process can, so a call past `task.reward_timeout_s` is stopped by end
 (its rows score 0.0: a verifier that did not answer did not pass), counted in
 `darling/reward_timeouts`. TRL's `log_metric` / `log_extra` callables stay in the trainer
 (they cannot cross processes). Torch-free: both engines use it.
+
+`task.answer_func` (optional, the same import-path style) gives each completion's final answer
+for the methods that compare final answers (outcome): called like the reward functions, in
+the same pool with the same timeout, it returns one str or None (no answer) per row; a call
+past the timeout leaves its rows without an answer (`darling/answer_timeouts`).
 """
 
 from __future__ import annotations
@@ -125,33 +130,63 @@ def checked_scores(values: Any, rows: int, spec: str, where: str) -> list[float 
     return scores
 
 
-def check_reward_funcs(
-    specs: Sequence[str], python_path: Sequence[str], first_row: Mapping[str, Any], prefix: str
-) -> None:
-    """The config phase: import every function and call it once on the first prompt with a
-    dummy completion; any problem is a ConfigError naming `<prefix>.reward_funcs[i]`."""
-    add_python_path(python_path)
-    columns = {k: [v] for k, v in first_row.items() if k != "prompt"}
-    for i, spec in enumerate(specs):
-        key = f"{prefix}.reward_funcs[{i}]"
-        func = resolve(spec, key)
-        check_signature(func, spec, key, list(columns))
-        try:
-            values = func(
-                prompts=[first_row["prompt"]],
-                completions=[DUMMY_COMPLETION],
-                completion_ids=[[0]],
-                **columns,
+def checked_answers(values: Any, rows: int, spec: str, where: str) -> list[str | None]:
+    """`values` as one final answer (a str) or None per row; else a one-line problem
+    (ValueError)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise ValueError(f"{spec} returned {type(values).__name__}, not a list of answers {where}")
+    if len(values) != rows:
+        raise ValueError(f"{spec} returned {len(values)} answers for {rows} completions {where}")
+    for i, value in enumerate(values):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(
+                f"{spec} returned {type(value).__name__} {value!r:.40} for completion {i} "
+                f"{where}: want a str or None (no answer)"
             )
-        except Exception as err:
-            raise config_error(
-                f"{key}: {spec} raised {type(err).__name__}: {err} on the first prompt with "
-                f"the completion {DUMMY_COMPLETION!r}"
-            ) from None
-        try:
-            checked_scores(values, 1, spec, "on the first prompt")
-        except ValueError as err:
-            raise config_error(f"{key}: {err}") from None
+    return list(values)
+
+
+def check_reward_funcs(
+    specs: Sequence[str],
+    python_path: Sequence[str],
+    first_row: Mapping[str, Any],
+    prefix: str,
+    answer_func: str | None = None,
+) -> None:
+    """The config phase: import every function (and the answer function) and call it once on
+    the first prompt with a dummy completion; any problem is a ConfigError naming
+    `<prefix>.reward_funcs[i]` (`<prefix>.answer_func`)."""
+    add_python_path(python_path)
+    for i, spec in enumerate(specs):
+        try_on_first_row(spec, f"{prefix}.reward_funcs[{i}]", first_row, checked_scores)
+    if answer_func is not None:
+        try_on_first_row(answer_func, f"{prefix}.answer_func", first_row, checked_answers)
+
+
+def try_on_first_row(
+    spec: str, key: str, first_row: Mapping[str, Any], check: Callable[..., Any]
+) -> None:
+    """Import `spec`, call it on the first prompt with a dummy completion and `check` what it
+    returns; a problem is a ConfigError naming `key`."""
+    columns = {k: [v] for k, v in first_row.items() if k != "prompt"}
+    func = resolve(spec, key)
+    check_signature(func, spec, key, list(columns))
+    try:
+        values = func(
+            prompts=[first_row["prompt"]],
+            completions=[DUMMY_COMPLETION],
+            completion_ids=[[0]],
+            **columns,
+        )
+    except Exception as err:
+        raise config_error(
+            f"{key}: {spec} raised {type(err).__name__}: {err} on the first prompt with "
+            f"the completion {DUMMY_COMPLETION!r}"
+        ) from None
+    try:
+        check(values, 1, spec, "on the first prompt")
+    except ValueError as err:
+        raise config_error(f"{key}: {err}") from None
 
 
 _WORKER_FUNCS: dict[str, Callable[..., Any]] = {}
@@ -166,16 +201,20 @@ def start_worker(python_path: Sequence[str], starts: Any) -> None:
     add_python_path(python_path)
 
 
-def call_in_worker(call_id: int, spec: str, kwargs: dict[str, Any]) -> tuple[str, Any]:
-    """Run one function on one chunk in a worker: ("ok", scores) or ("error", (row, words)),
-    the row being the chunk's first that raises on its own (found by calling row by row)."""
+def call_in_worker(
+    call_id: int, spec: str, kwargs: dict[str, Any], answers: bool = False
+) -> tuple[str, Any]:
+    """Run one function on one chunk in a worker: ("ok", scores, or answers where `answers`)
+    or ("error", (row, words)), the row being the chunk's first that raises on its own
+    (found by calling row by row)."""
     _WORKER_STARTS.put(call_id)
     if spec not in _WORKER_FUNCS:
-        _WORKER_FUNCS[spec] = resolve(spec, "task.reward_funcs")
+        _WORKER_FUNCS[spec] = resolve(spec, "task.answer_func" if answers else "task.reward_funcs")
     func = _WORKER_FUNCS[spec]
+    check = checked_answers if answers else checked_scores
     rows = len(kwargs["prompts"])
     try:
-        return "ok", checked_scores(func(**kwargs), rows, spec, "")
+        return "ok", check(func(**kwargs), rows, spec, "")
     except Exception as err:
         words = f"{type(err).__name__}: {err}"
     for row in range(rows):  # which row: the first that fails alone
@@ -184,7 +223,7 @@ def call_in_worker(call_id: int, spec: str, kwargs: dict[str, Any]) -> tuple[str
                 k: v[row : row + 1] if is_column(v, kwargs["prompts"]) else v
                 for k, v in kwargs.items()
             }
-            checked_scores(func(**one), 1, spec, "")
+            check(func(**one), 1, spec, "")
         except Exception as err:
             return "error", (row, f"{type(err).__name__}: {err}")
     return "error", (0, words)
@@ -199,7 +238,8 @@ def prompt_key(prompt: Any) -> str:
 
 class UserQuality:
     """The quality function a run hands DARLING: the weighted sum of the user's functions,
-    each called in the worker pool on `workers` chunks of the batch."""
+    each called in the worker pool on `workers` chunks of the batch; `answers`, the final
+    answers of `answer_spec` (task.answer_func), called the same way."""
 
     __name__ = "user_reward_funcs"
 
@@ -211,8 +251,10 @@ class UserQuality:
         workers: int,
         timeout_s: float,
         row_labels: Mapping[str, str],
+        answer_spec: str | None = None,
     ) -> None:
         self.specs = list(specs)
+        self.answer_spec = answer_spec
         self.weights = [1.0] * len(specs) if weights is None else list(weights)
         self.python_path = list(python_path)
         self.workers = workers
@@ -246,7 +288,7 @@ class UserQuality:
         total: list[float | None] = [None] * len(prompts)
         timeouts = 0
         for spec, weight in zip(self.specs, self.weights, strict=True):
-            scores, timed_out = self.scores_of(spec, prompts, completions, shared)
+            scores, timed_out = self.results_of(spec, prompts, completions, shared)
             timeouts += timed_out
             for row, value in enumerate(scores):
                 if value is not None:
@@ -262,11 +304,35 @@ class UserQuality:
                 log_metric(name, value)
         return total
 
-    def scores_of(
-        self, spec: str, prompts: Sequence[Any], completions: Sequence[Any], shared: dict
-    ) -> tuple[list[float | None], int]:
-        """One function over the batch, in chunks; the calls past the timeout are stopped
-        (their rows 0.0) and counted. A raise is a RewardFunctionError naming the row."""
+    def answers(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[str | None]:
+        """Each completion's final answer (None: none) by `answer_spec`, called with the
+        reward functions' keywords; `darling/answer_timeouts` counts the calls stopped."""
+        if self.answer_spec is None:
+            raise ValueError("no task.answer_func: these reward functions give no final answers")
+        shared = {k: v for k, v in kwargs.items() if k not in NOT_PICKLED}
+        found, timed_out = self.results_of(
+            self.answer_spec, prompts, completions, shared, answers=True
+        )
+        self.timeouts_total += timed_out
+        self.last_metrics["darling/answer_timeouts"] = float(timed_out)
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None:
+            log_metric("darling/answer_timeouts", float(timed_out))
+        return found  # type: ignore[return-value]
+
+    def results_of(
+        self,
+        spec: str,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        shared: dict,
+        answers: bool = False,
+    ) -> tuple[list[Any], int]:
+        """One function over the batch, in chunks: its scores (or, `answers`, its final
+        answers); the calls past the timeout are stopped (their rows 0.0, or no answer) and
+        counted. A raise is a RewardFunctionError naming the function and the row."""
         size = max(1, -(-len(prompts) // self.workers))
         starts = list(range(0, len(prompts), size))
         pool = self.start_pool()
@@ -277,32 +343,35 @@ class UserQuality:
             chunk.update(prompts=prompts[start : start + size])
             chunk.update(completions=completions[start : start + size])
             self.calls_made += 1
-            call = pool.apply_async(call_in_worker, (self.calls_made, spec, {**extra, **chunk}))
+            kwargs = {**extra, **chunk}
+            call = pool.apply_async(call_in_worker, (self.calls_made, spec, kwargs, answers))
             calls[self.calls_made] = (start, call)
         results = self.wait_for(calls)
-        scores: list[float | None] = []
+        found: list[Any] = []
         timed_out = 0
         for call_id, (start, _) in calls.items():
             rows = len(prompts[start : start + size])
             if call_id not in results:
                 timed_out += 1
-                scores.extend([0.0] * rows)
+                found.extend([None if answers else 0.0] * rows)
                 continue
             status, value = results[call_id]
             if status == "error":
                 row, words = value
                 label = self.row_labels.get(prompt_key(prompts[start + row]), f"row {start + row}")
-                raise RewardFunctionError(f"reward function {spec} raised on {label}: {words}")
-            scores.extend(value)
+                what = "answer function" if answers else "reward function"
+                raise RewardFunctionError(f"{what} {spec} raised on {label}: {words}")
+            found.extend(value)
         if timed_out:
+            left = "have no answer (darling/answer" if answers else "score 0.0 (darling/reward"
             print(
                 f"{spec}: {timed_out} call(s) past task.reward_timeout_s={self.timeout_s}s "
-                "stopped; their rows score 0.0 (darling/reward_timeouts)",
+                f"stopped; their rows {left}_timeouts)",
                 file=sys.stderr,
                 flush=True,
             )
             self.close()  # the only way to stop a hung call; the next batch starts a new pool
-        return scores, timed_out
+        return found, timed_out
 
     def wait_for(self, calls: dict[int, tuple[int, AsyncResult]]) -> dict[int, Any]:
         """The results of the calls that end within timeout_s of their start in a worker
@@ -326,3 +395,11 @@ class UserQuality:
 def is_column(value: Any, prompts: Sequence[Any]) -> bool:
     """A per-row keyword (a dataset column, completion_ids), as opposed to trainer_state."""
     return isinstance(value, list) and len(value) == len(prompts)
+
+
+def answer_keys(answers: Sequence[str | None]) -> list[str]:
+    """What a batch's partition compares for a method with answer classes, one text per
+    response: its final answer, or for a response with no answer (None) a text no other
+    response has, so it is a class of its own. With no judge the core's partition joins
+    exactly the equal texts (core.same_text), so the classes are the equal answers."""
+    return [f"answer:{a}" if a is not None else f"none:{row}" for row, a in enumerate(answers)]

@@ -73,7 +73,7 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     prompt_and_response,
 )
 from darling_nemo.nemo_rl.user_env import TASK_NAME as USER_TASK
-from darling_nemo.nemo_rl.user_env import metrics_of, setup_user_data
+from darling_nemo.nemo_rl.user_env import answers_of, metrics_of, setup_user_data
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
@@ -558,6 +558,7 @@ def _setup_and_train(
         probed(policy, Path(memory_report)) if memory_report else nullcontext(),
         darling_rewards(master_config, policy, darling, plan, task) as transform,
     ):
+        transform.answers = answers_of(task_to_env, darling.method)  # task.answer_func's
         if save_by is not None:
             ckpt = master_config["checkpointing"]
             ckpt["checkpoint_must_save_by"] = checkpoint_must_save_by(

@@ -7,7 +7,7 @@ scale_rewards hook, overlap.py runs its `compute` in the background.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from darling_nemo.judge_stream import (
 from darling_nemo.methods.base import LOGPROBS
 from darling_nemo.metrics import TimedJudge, darling_step_metrics, judge_usage, usage_since
 from darling_nemo.schema import DarlingConfig
+from darling_nemo.user_rewards import answer_keys
 
 QUALITY_KEY = "darling_quality"  # the environment reward, kept next to the DARLING reward
 DIVERSITY_KEY = "darling_diversity"
@@ -100,6 +101,9 @@ class RolloutRows:
     kept: list[int]  # rows with loss_multiplier > 0: the partitioned rows
     # Mean generation log-probability per row, read only for a method that needs it.
     logprobs: list[float] | None = None
+    # Each row's final answer as the partition compares it (`user_rewards.answer_keys`),
+    # read only where the task gives answers by a function (task.answer_func).
+    answers: list[str] | None = None
 
 
 @dataclass
@@ -124,6 +128,9 @@ class DarlingRewardTransform:
         # Set by the adapter when the rollout feeds it (darling.judge_during_generation).
         self.stream: JudgeStream | None = None
         self.prefix_reporting = False  # set with it when workers report settled words
+        # Set by the adapter where the task gives final answers by a function (user_env's
+        # `answers_of`): (message logs, extra_env_info) -> each row's answer or None.
+        self.answers: Callable[[list[Any], list[Any]], list[str | None]] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -174,6 +181,11 @@ class DarlingRewardTransform:
             ],
             logprobs=[mean_generation_logprob(log) for log in logs] if self.logprobs else None,
         )
+        if self.answers is not None:
+            found = self.answers(list(logs), list(batch["extra_env_info"]))
+            if len(found) != len(logs):
+                raise ValueError(f"{len(found)} answers for {len(logs)} rows")
+            rows.answers = answer_keys(found)
         self._seconds += time.perf_counter() - start
         return rows
 
@@ -194,8 +206,9 @@ class DarlingRewardTransform:
         result = None
         if rows.kept:
             kept_prompts = [rows.prompts[row] for row in rows.kept]
+            texts = rows.answers if rows.answers is not None else rows.responses
             result = darling_batch(
-                [rows.responses[row] for row in rows.kept],
+                [texts[row] for row in rows.kept],
                 quality[rows.kept],
                 kept_prompts,
                 self.judge,

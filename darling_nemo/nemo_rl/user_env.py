@@ -13,6 +13,11 @@ arguments, as TRL passes dataset columns. NeMo-RL v0.4.0 never asks an environme
 metrics during training, so the environment keeps `darling/quality_seconds` and
 `darling/reward_timeouts` until `DarlingLogger` collects them at the step's `train` log
 (`metrics_of`); validation's calls count into the next step's figures.
+
+`task.answer_func` (for the methods with answer classes, outcome) runs in the same actor and
+pool: the driver's reward transform asks it for the rows' final answers (`answers_of`) with
+the rollout's message logs and `extra_env_info` (NeMo-RL's rollout drops the `answers` an
+environment returns).
 """
 
 from __future__ import annotations
@@ -120,15 +125,47 @@ class UserRewards:
             section["reward_workers"],
             section["reward_timeout_s"],
             {},
+            section.get("answer_func"),
         )
         self.pending = {"quality_seconds": 0.0, "reward_timeouts": 0.0}
+        if self.quality.answer_spec is not None:
+            self.pending["answer_timeouts"] = 0.0
 
     def score(
         self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
     ) -> list[float]:
         """Each row's quality; a row every function left None stops the run (DARLING needs
         a quality for every response), naming the row (RewardFunctionError)."""
-        from darling_nemo.user_rewards import RewardFunctionError, prompt_key
+        from darling_nemo.user_rewards import RewardFunctionError
+
+        prompts, completions, keywords = self.keywords(message_log_batch, metadata)
+        scores = self.quality(prompts, completions, **keywords)
+        for name, value in self.quality.last_metrics.items():
+            self.pending[name.removeprefix("darling/")] += value
+        for score, info in zip(scores, metadata, strict=True):
+            if score is None:
+                raise RewardFunctionError(
+                    f"every reward function returned None for {info['row']}: DARLING needs a "
+                    "quality for every completion"
+                )
+        return [float(score) for score in scores]  # type: ignore[arg-type]
+
+    def answers(
+        self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
+    ) -> list[str | None]:
+        """Each row's final answer by task.answer_func (None: no answer), in the same pool."""
+        prompts, completions, keywords = self.keywords(message_log_batch, metadata)
+        found = self.quality.answers(prompts, completions, **keywords)
+        self.pending["answer_timeouts"] += self.quality.last_metrics["darling/answer_timeouts"]
+        return found
+
+    def keywords(
+        self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
+    ) -> tuple[list[Any], list[Any], dict[str, Any]]:
+        """(prompts, completions, keywords) as TRL calls reward functions: the completions
+        as the prompts are written (text or a conversation), completion_ids, the columns;
+        the rows' labels go to the pool's error lines."""
+        from darling_nemo.user_rewards import prompt_key
 
         prompts = [info["prompt"] for info in metadata]
         completions: list[Any] = []
@@ -145,16 +182,7 @@ class UserRewards:
                 columns.setdefault(name, [None] * len(metadata))[row] = value
         for prompt, info in zip(prompts, metadata, strict=True):
             self.quality.row_labels[prompt_key(prompt)] = info["row"]
-        scores = self.quality(prompts, completions, completion_ids=completion_ids, **columns)
-        for name, value in self.quality.last_metrics.items():
-            self.pending[name.removeprefix("darling/")] += value
-        for score, info in zip(scores, metadata, strict=True):
-            if score is None:
-                raise RewardFunctionError(
-                    f"every reward function returned None for {info['row']}: DARLING needs a "
-                    "quality for every completion"
-                )
-        return [float(score) for score in scores]  # type: ignore[arg-type]
+        return prompts, completions, {"completion_ids": completion_ids, **columns}
 
     def pop_metrics(self) -> dict[str, float]:
         """The figures since the last call (summed over the calls in between)."""
@@ -226,6 +254,26 @@ def metrics_of(task_to_env: Mapping[str, Any]) -> Callable[[], dict[str, float]]
         import ray
 
         return ray.get(environment.pop_metrics.remote())
+
+    return collect
+
+
+def answers_of(
+    task_to_env: Mapping[str, Any], method: str
+) -> Callable[[Sequence[Any], Sequence[Any]], list[str | None]] | None:
+    """What the reward transform reads the rows' final answers from: (message logs, their
+    extra_env_info) -> the user environment's `answers`, for a method with answer classes;
+    None where the run has no user environment or its method compares no answers."""
+    from darling_nemo import methods
+
+    environment = task_to_env.get(TASK_NAME)
+    if environment is None or not methods.method(method).answer_classes:
+        return None
+
+    def collect(message_logs: Sequence[Any], metadata: Sequence[Any]) -> list[str | None]:
+        import ray
+
+        return ray.get(environment.answers.remote(list(message_logs), list(metadata)))
 
     return collect
 

@@ -51,6 +51,12 @@ class TaskSection(Strict):
     # The task embeds responses itself (tasks.Task.embeddings): DQO needs no embedding judge.
     own_embeddings: ClassVar[bool] = False
 
+    @property
+    def final_answers(self) -> bool:
+        """Whether its responses have final answers to compare (the methods with answer
+        classes, outcome, need them): a verifier's task does, a graded one does not."""
+        return not type(self).graded
+
 
 class DigitSumTaskConfig(TaskSection):
     """The miniature's task (darling_nemo/mini/task.py): `length` digits that total S."""
@@ -147,11 +153,18 @@ class RewardFuncsTaskConfig(TaskSection):
     reward_funcs: list[str] = Field(min_length=1)  # import paths: my_module:my_function
     reward_weights: list[float] | None = None  # TRL's reward_weights; None: 1 each
     python_path: list[str] = Field(default_factory=lambda: ["."])  # where the modules are
+    # my_module:my_function giving each completion's final answer (a str, None: no answer),
+    # for the methods that compare final answers (outcome); None: no final answers.
+    answer_func: str | None = None
     reward_workers: int = Field(2, ge=1)  # processes calling the functions
     reward_timeout_s: float = Field(60.0, gt=0.0)  # per call; a later call is stopped, scores 0
     max_prompts: int | None = Field(None, ge=1)
     max_prompt_tokens: int = Field(2048, ge=1)  # as in MathTaskConfig
     long_prompts: Literal["refuse", "truncate"] = "refuse"
+
+    @property
+    def final_answers(self) -> bool:
+        return self.answer_func is not None
 
     @model_validator(mode="after")
     def _one_weight_per_function(self) -> RewardFuncsTaskConfig:
@@ -287,10 +300,17 @@ def check_task_judge(task: TaskSection, darling: DarlingConfig, key: str) -> Non
 def check_method_fits(task: TaskSection, darling: DarlingConfig, group_size: int, key: str) -> None:
     """Refuse a `darling.method` the task or the group size cannot serve, naming `key`."""
     method = methods.method(darling.method)
-    if method.needs and type(task).graded:
+    answers_suffice = method.answer_classes and not method.binary_rewards
+    if method.needs and type(task).graded and not (answers_suffice and task.final_answers):
+        also = (
+            ", or set task.answer_func"
+            if answers_suffice and "answer_func" in type(task).model_fields
+            else ""
+        )
         raise ValueError(
             f"{key}.method={darling.method} needs {method.needs}{method.needs_detail}; "
             f"task.kind={task.kind} has graded scores and no final answer: use method darling"
+            f"{also}"
         )
     if (
         EMBEDDINGS in method.inputs

@@ -19,16 +19,22 @@ QualityFn = Callable[..., Sequence[float | None]]
 PairJudgeFn = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
 """The core's `PairJudge`: pairs of responses -> the probability each pair is equivalent."""
 
+AnswerFn = Callable[..., Sequence[str | None]]
+"""TRL-style like `QualityFn`: (prompts=..., completions=..., **columns) -> each completion's
+final answer (None: no answer)."""
+
 
 @dataclass(frozen=True)
 class Prompts:
     """A TRL run's prompts: rows ({"prompt": ..., and the columns its quality reads}), the
-    held-out rows its evaluation samples, and a tiny policy's word vocabulary (None: the
-    tiny policy's tokenizer is made of characters)."""
+    held-out rows its evaluation samples, a tiny policy's word vocabulary (None: the tiny
+    policy's tokenizer is made of characters) and, where the quality has `row_labels` (a
+    user's reward functions), each training prompt's label in its run-time errors."""
 
     train: list[dict[str, Any]]
     heldout: list[dict[str, Any]]
     vocabulary: list[str] | None
+    row_labels: dict[str, str] = field(default_factory=dict)  # prompt text -> "data.jsonl:7"
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,11 @@ class Task:
     answer_judge: () -> the judge of final answers (two responses are one class when their
         final answers agree), for the methods that need answer classes
         (`methods.Method.answer_classes`, e.g. outcome); None: the task has no final answers.
+        The judge made may be None where `answers` gives the answers themselves.
+    answers: (the quality function `quality` made) -> the function giving each completion's
+        final answer, run where the quality runs, or None where the section names none;
+        the engines then partition the answers (`user_rewards.answer_keys`), not the
+        responses, for the methods with answer classes (reward_funcs' task.answer_func).
     answers_title: how messages name that judge ("math-verify answers").
     own_judge: the task decides equivalence by its own rule (`darling.judge` must stay
         unset); None: the run's `darling.judge` decides.
@@ -93,7 +104,8 @@ class Task:
     config: type | None = None
     prompts: Callable[[Any], Prompts] | None = None
     quality: Callable[[Any], QualityFn] | None = None
-    answer_judge: Callable[[], PairJudgeFn] | None = None
+    answer_judge: Callable[[], PairJudgeFn | None] | None = None
+    answers: Callable[[QualityFn], AnswerFn | None] | None = None
     answers_title: str = "final answers"
     own_judge: PairJudgeFn | None = None
     graded: bool = False

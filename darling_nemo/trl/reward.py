@@ -39,6 +39,7 @@ from darling_nemo.metrics import (
 )
 from darling_nemo.schema import DarlingConfig
 from darling_nemo.trl.logprobs import LOGPROBS_FIELD
+from darling_nemo.user_rewards import answer_keys
 
 TOKEN_LEVEL_LOSSES = ("bnpo", "dapo")
 
@@ -72,7 +73,9 @@ class DarlingReward:
     darling: the validated `darling:` section. group_size: TRL's `num_generations`.
     judge: the pair judge, usually `judges.make_judge(darling.judge)` (None: lexical rules
     only). weights: like TRL's `reward_weights`; quality = sum_k w_k * q_k over the
-    functions that did not return None.
+    functions that did not return None. answers: for a method with answer classes, a
+    TRL-style function giving each completion's final answer (None: no answer); the
+    partition then compares the answers exactly (`user_rewards.answer_keys`), not the texts.
 
     Rows come from TRL as `group_size` consecutive completions of one prompt; the adapter
     checks that every block has one prompt and uses the block index as the group id (so two
@@ -97,6 +100,7 @@ class DarlingReward:
         *,
         judge: PairJudge | None,
         weights: Sequence[float] | None = None,
+        answers: Callable[..., Sequence[str | None]] | None = None,
     ) -> None:
         self.quality_funcs = (
             list(quality_funcs) if isinstance(quality_funcs, Sequence) else [quality_funcs]
@@ -112,6 +116,7 @@ class DarlingReward:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
         self.darling = darling
         self.settings = darling.settings()
+        self.answers = answers
         self.group_size = group_size
         self.judge = TimedJudge(judge) if judge is not None else None
         self.last_batch: DarlingBatch | None = None
@@ -170,7 +175,11 @@ class DarlingReward:
         quality = self.quality(prompts, completions, **kwargs)
         started = time.perf_counter()
         judge_before = judge_usage(self.judge)
-        texts = [completion_text(c) for c in completions]
+        if self.answers is not None:
+            found = self.answers(prompts=prompts, completions=completions, **kwargs)
+            texts = answer_keys(found)
+        else:
+            texts = [completion_text(c) for c in completions]
         group_ids = self.group_ids(prompts)
         logprobs = kwargs.get(LOGPROBS_FIELD)  # with_sequence_logprobs adds it where needed
         batch = darling_batch(

@@ -524,7 +524,9 @@ def train(
         task.heldout_rows = conversational(task.heldout_rows)
     args = grpo_args(run_cfg, output_dir)
     judge = judge_for_method(run_cfg, task.judge)
-    reward = DarlingReward(task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=judge)
+    reward = DarlingReward(
+        task.quality, run_cfg.darling, run_cfg.trainer.group_size, judge=judge, answers=task.answers
+    )
     resume_step = checkpoint_step(resume_from) if resume_from else 0
     truncate_history(history_path, resume_step if resume_from else -1)
     trainer = all_or_nothing(trainer_class_for(run_cfg.darling, GRPOTrainer))(

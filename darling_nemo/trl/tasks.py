@@ -27,7 +27,7 @@ from darling_nemo.schema import (
     RewardModelQualityConfig,
     TrlRunConfig,
 )
-from darling_nemo.tasks.base import QualityFn
+from darling_nemo.tasks.base import AnswerFn, QualityFn
 from darling_nemo.tasks.digit_sum import (  # noqa: F401 (re-exported: the miniature's recipe)
     digit_sum_targets,
     digit_sum_task,
@@ -214,6 +214,9 @@ class Task:
     # What counts distinct answers in evaluation when it is not `judge`: the dice task trains
     # with a judge of chosen accuracy (task.judge_accuracy) but is measured exactly.
     evaluation_judge: PairJudge | None = None
+    # Each completion's final answer, for a method with answer classes, where the task gives
+    # them by a function (task.answer_func): the partition compares these, not the texts.
+    answers: AnswerFn | None = None
 
 
 def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> Task:
@@ -223,11 +226,16 @@ def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> Task:
     assert entry.prompts is not None and entry.quality is not None  # (it has a TRL section)
     prompts = entry.prompts(cfg)
     quality = entry.quality(cfg.task)
+    labels = getattr(quality, "row_labels", None)
+    if isinstance(labels, dict):  # a user's functions name a failing row by its file:line
+        labels.update(prompts.row_labels)
+    wants_answers = methods.method(cfg.darling.method).answer_classes
+    answers = entry.answers(quality) if wants_answers and entry.answers else None
     made = (judge or run_judge(entry, cfg.darling)).make()  # once the data is known good
     trains_with = entry.training_judge(cfg.task) if entry.training_judge else None
     if trains_with is not None:  # training's judge is wrong on purpose; evaluation's is not
         return Task(prompts.train, prompts.heldout, quality, trains_with, prompts.vocabulary, made)
-    return Task(prompts.train, prompts.heldout, quality, made, prompts.vocabulary)
+    return Task(prompts.train, prompts.heldout, quality, made, prompts.vocabulary, answers=answers)
 
 
 def reward_funcs_rows(
@@ -271,29 +279,23 @@ def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
         raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
     prompt = column(raw[:1], lines[:1], task.prompt_key, task.data_path, "task.prompt_key")[0]
     first = {**{k: v for k, v in raw[0].items() if k != task.prompt_key}, "prompt": prompt}
-    check_reward_funcs(task.reward_funcs, task.python_path, first, "task")
+    check_reward_funcs(task.reward_funcs, task.python_path, first, "task", task.answer_func)
 
 
 def reward_funcs_quality(task: RewardFuncsTaskConfig) -> QualityFn:
-    """A user's reward functions (darling_nemo/user_rewards.py) as one quality function; a
-    row is named in errors by task.data_path:line (and its id), found by its prompt's text
-    as the file writes it (a prompt truncated to the budget is named by its batch row)."""
-    from darling_nemo.user_rewards import UserQuality, prompt_key
+    """A user's reward functions (darling_nemo/user_rewards.py) as one quality function, and
+    task.answer_func in the same pool; a row is named in errors by the label the task's
+    prompts give it (`Prompts.row_labels`: task.data_path:line and its id, `build_task`)."""
+    from darling_nemo.user_rewards import UserQuality
 
-    raw, lines = task_rows(task)
-    labels = {
-        prompt_key(row.get(task.prompt_key)): f"{task.data_path}:{line}"
-        + (f" (id {row['id']})" if "id" in row else "")
-        for row, line in zip(raw, lines, strict=True)
-        if isinstance(row.get(task.prompt_key), str | list)
-    }
     return UserQuality(
         task.reward_funcs,
         task.reward_weights,
         task.python_path,
         task.reward_workers,
         task.reward_timeout_s,
-        labels,
+        {},
+        task.answer_func,
     )
 
 

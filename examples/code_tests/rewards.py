@@ -2,15 +2,22 @@
 
     passes_tests(prompts, completions, tests, **kwargs) -> list[float]
 
+    normalised_code(prompts, completions, **kwargs) -> list[str | None]
+
 1.0 when the completion, run with the prompt's unit tests (the `tests` column of
 prompts.jsonl), exits cleanly within TIMEOUT_S seconds; else 0.0. Each run is a fresh
 `python -I` (isolated: no user site, no PYTHON* variables) in a temporary folder, with CPU
 time and memory limits where the system has them. This isolates mistakes, not malice: run
 untrusted models' code in a container.
+
+`normalised_code` is the example's `task.answer_func` (for darling.method=outcome): a
+completion's final answer is its program, so two completions that differ only in formatting
+or comments are one answer; one that is not Python has none.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -79,3 +86,15 @@ def defines_function(prompts, completions, entry_point, **kwargs) -> list[float]
         float(f"def {name}(" in completion_text(c))
         for c, name in zip(completions, entry_point, strict=True)
     ]
+
+
+def normalised_code(prompts, completions, **kwargs) -> list[str | None]:
+    """A completion's final answer for outcome exploration: its code as Python reads it
+    (ast.unparse drops comments and formatting); None where it is not Python."""
+    answers: list[str | None] = []
+    for completion in completions:
+        try:
+            answers.append(ast.unparse(ast.parse(code_of(completion_text(completion)))))
+        except (SyntaxError, ValueError):  # not a program: no answer to repeat
+            answers.append(None)
+    return answers

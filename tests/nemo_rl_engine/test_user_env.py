@@ -37,6 +37,11 @@ def length(prompts, completions, **kwargs):
 
 def ids_count(prompts, completions, completion_ids, **kwargs):
     return [float(len(ids)) for ids in completion_ids]
+
+def last_word(prompts, completions, target, **kwargs):
+    """A final answer: the completion's last word, None for no words (the columns come too)."""
+    assert all(isinstance(t, str) for t in target)
+    return [c.split()[-1] if c.split() else None for c in completions]
 '''
 ROWS = [
     {"id": "a", "prompt": "say yes", "target": "yes"},
@@ -53,9 +58,10 @@ def user_task(tmp_path, monkeypatch):
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     monkeypatch.chdir(tmp_path)  # python_path is relative to the working directory
 
-    def section(funcs, weights=None):
+    def section(funcs, weights=None, answer_func=None):
         cfg = {"task": {"kind": TASK_NAME, "data_path": str(data), "python_path": ["."]}}
         cfg["task"].update(reward_funcs=funcs, reward_weights=weights, reward_timeout_s=120)
+        cfg["task"].update(answer_func=answer_func)
         return task_section(cfg)
 
     return section
@@ -97,6 +103,40 @@ def test_the_weighted_sum_with_columns_and_completion_ids(user_task):
         rewards.shutdown()
 
 
+def test_outcome_partitions_the_answers_the_environment_gives(user_task):
+    """The reward transform asks the environment for each row's final answer and partitions
+    those, hand-computed: "yes" and "I say yes" are one answer, two empty completions (no
+    answer) two classes; outcome's reward is quality - 0.5 * (others, same answer) / 4."""
+    import torch
+
+    from darling_nemo.nemo_rl.transform import DarlingRewardTransform
+    from darling_nemo.schema import DarlingConfig
+
+    task = user_task(["my_rewards:matches"], answer_func="my_rewards:last_word")
+    rows = dataset_rows(task)
+    rewards = UserRewards({**environment_config(task), "reward_workers": 1})
+    responses = ["yes", "I say yes", "no", "", "", "", "no", "it is no"]
+    grouped = [rows[0]] * 4 + [rows[1]] * 4
+    logs, metadata = batch(grouped, responses)
+    for log, row in zip(logs, grouped, strict=True):
+        log[0]["token_ids"] = [ord(row["prompt"][-1])]  # the group key: the prompt's ids
+    transform = DarlingRewardTransform(DarlingConfig(method="outcome"), judge=None)
+    transform.answers = rewards.answers
+    rollout = {
+        "message_log": logs,
+        "total_reward": torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0]),
+        "extra_env_info": metadata,
+    }
+    try:
+        assert rewards.answers(logs[:4], metadata[:4]) == ["yes", "yes", "no", None]
+        result = transform.apply(rollout)
+        assert rewards.pop_metrics()["answer_timeouts"] == 0.0
+    finally:
+        rewards.shutdown()
+    assert result.class_ids.tolist() == [0, 0, 1, 2, 0, 1, 2, 2]
+    assert rollout["total_reward"].tolist() == [0.875, 0.875, 0, 0, 0, 0, 0.875, 0.875]
+
+
 @pytest.mark.nemo_rl
 def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_dir):
     pytest.importorskip("nemo_rl")
@@ -106,7 +146,10 @@ def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_d
     from darling_nemo.nemo_rl.adapter import setup_data
 
     os.environ.setdefault("NEMO_RL_PY_EXECUTABLES_SYSTEM", "1")  # actors use this interpreter
-    task = user_task(["my_rewards:matches", "my_rewards:ids_count"], [1.0, 0.25])
+    from darling_nemo.nemo_rl.user_env import answers_of
+
+    funcs = ["my_rewards:matches", "my_rewards:ids_count"]
+    task = user_task(funcs, [1.0, 0.25], answer_func="my_rewards:last_word")
     cfg = {
         "task": task.model_dump(),
         "data": {"system_prompt_file": None, "max_input_seq_length": 512},
@@ -132,8 +175,12 @@ def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_d
         # matches 1, 0; ids_count 3, 1 (x0.25)
         assert result.rewards.tolist() == [1.75, 0.25]
         assert result.terminateds.tolist() == [1.0, 1.0]
+        # the driver's reward transform reads the rows' final answers from the actor
+        assert answers_of(task_to_env, "darling") is None  # its method compares none
+        assert answers_of(task_to_env, "outcome")(logs, metadata) == ["yes", "yes"]
         metrics = ray.get(env.pop_metrics.remote())
         assert metrics["quality_seconds"] > 0 and metrics["reward_timeouts"] == 0
+        assert metrics["answer_timeouts"] == 0
         # a function that raises (here: the row lacks its `target` column) stops the step,
         # naming the function and the row, as grpo_train's ray.get then sees it
         broken = [{**metadata[0], "columns": {"id": "a"}}]

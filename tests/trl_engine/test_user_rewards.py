@@ -21,6 +21,8 @@ import yaml
 from helpers import REPO
 
 from darling_nemo.recipe import Task, run_recipe
+from darling_nemo.schema import DarlingConfig
+from darling_nemo.trl.reward import DarlingReward
 from darling_nemo.user_rewards import RewardFunctionError, UserQuality
 
 
@@ -154,14 +156,134 @@ def test_weights_must_match_the_functions(engine, tmp_path, capsys):
     assert "reward_weights has 2 weight(s) for 1 reward_funcs" in capsys.readouterr().err
 
 
-def test_a_method_that_needs_final_answers_is_refused_on_nemo_rl(tmp_path, capsys):
-    # graded scores: outcome would compare the answers with another task's judge
-    folder = user_folder(tmp_path, "user_rewards_outcome", GOOD)
-    config = write_config(tmp_path, folder, ["user_rewards_outcome:says_answer"], "nemo_rl")
+ANSWERS = """
+WORDS = {"one", "two", "three", "four"}
+
+def number_word(prompts, completions, **kwargs):
+    return [next((w for w in reversed(c.split()) if w in WORDS), None) for c in completions]
+"""
+
+
+@pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
+def test_outcome_needs_an_answer_function_and_runs_with_one(engine, tmp_path, capsys):
+    # graded scores: outcome compares final answers, which task.answer_func gives
+    folder = user_folder(tmp_path, "user_rewards_outcome", GOOD + ANSWERS)
+    config = write_config(tmp_path, folder, ["user_rewards_outcome:says_answer"], engine)
     argv = ["--config", str(config), "--dry-run", "darling.method=outcome"]
     assert run_recipe(TASK, "test", argv) == 2
-    assert "darling.method=outcome needs final answers to compare; task.kind=reward_funcs" in (
-        capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(
+        "darling.method=outcome needs final answers to compare; task.kind=reward_funcs has "
+        "graded scores and no final answer: use method darling, or set task.answer_func"
+    ), err
+    with_answers = [*argv, "task.answer_func=user_rewards_outcome:number_word"]
+    assert run_recipe(TASK, "test", with_answers) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["darling"]["method"] == "outcome"
+    # pass@k needs a verifier's 0/1, which answers do not give: still refused
+    pass_at_k = [*with_answers[:3], "darling.method=pass_at_k", with_answers[-1]]
+    assert run_recipe(TASK, "test", pass_at_k) == 2
+    assert "needs binary rewards" in capsys.readouterr().err
+
+
+BAD_ANSWERS = {
+    "no_function": ("{m}:absent", "", "task.answer_func: {m}:absent: {m} has no 'absent'"),
+    "length": (
+        "{m}:f",
+        "def f(prompts, completions, **kw):\n    return []\n",
+        "returned 0 answers",
+    ),
+    "type": (
+        "{m}:f",
+        "def f(prompts, completions, **kw):\n    return [1]\n",
+        "task.answer_func: {m}:f returned int 1 for completion 0 on the first prompt: want a str "
+        "or None (no answer)",
+    ),
+    "not_a_list": ("{m}:f", "def f(prompts, completions, **kw):\n    return 'x'\n", "not a list"),
+    "raises": ("{m}:f", "def f(prompts, completions, **kw):\n    return [1 / 0]\n", "ZeroDivision"),
+}
+
+
+@pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
+@pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
+def test_a_bad_answer_function_is_one_line_and_exit_2_at_dry_run(case, engine, tmp_path, capsys):
+    func, source, words = BAD_ANSWERS[case]
+    module = f"user_answers_{case}"
+    folder = user_folder(tmp_path, module, GOOD + source)
+    funcs = [f"{module}:says_answer"]
+    answer_func = func.format(m=module)
+    config = write_config(tmp_path, folder, funcs, engine, answer_func=answer_func)
+    code = run_recipe(TASK, "test", ["--config", str(config), "--dry-run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1, err
+    assert "task.answer_func: " + answer_func in err[0] and words.format(m=module) in err[0], err
+
+
+def test_outcome_partitions_the_answers_of_the_answer_function(tmp_path):
+    """Hand-computed: classes are equal answers ("it is one" and "one" agree), a completion
+    with no answer (None) is a class of its own ("hm" twice: two classes), and outcome's
+    reward is quality - 0.5 * (others with the same answer) / 4."""
+    user_folder(tmp_path, "user_answers_outcome", GOOD + ANSWERS)
+    quality = UserQuality(
+        ["user_answers_outcome:says_answer"],
+        None,
+        [str(tmp_path / "user")],
+        2,
+        60.0,
+        {},
+        "user_answers_outcome:number_word",
+    )
+    darling = DarlingConfig(method="outcome")
+    reward = DarlingReward(quality, darling, 4, judge=None, answers=quality.answers)
+    completions = ["it is one", "one", "two", "hm", "hm", "hm", "two", "so two"]
+    try:
+        advantages = reward(
+            prompts=["say one"] * 4 + ["say two"] * 4,
+            completions=completions,
+            answer=["one"] * 4 + ["two"] * 4,
+        )
+    finally:
+        quality.close()
+    batch = reward.last_batch
+    assert batch.quality.tolist() == [1, 1, 0, 0, 0, 0, 1, 1]
+    assert batch.class_ids.tolist() == [0, 0, 1, 2, 0, 1, 2, 2]
+    assert batch.num_classes == [3, 3]
+    assert batch.reward.tolist() == [0.875, 0.875, 0, 0, 0, 0, 0.875, 0.875]
+    assert advantages == [0.4375, 0.4375, -0.4375, -0.4375, -0.4375, -0.4375, 0.4375, 0.4375]
+    assert quality.last_metrics["darling/answer_timeouts"] == 0.0
+
+
+def test_a_hung_or_raising_answer_call_is_stopped_or_named(tmp_path, capsys):
+    source = """
+    import time
+
+    def answer(prompts, completions, **kwargs):
+        if "hang" in completions:
+            time.sleep(600)
+        return [str(1 // len(c)) for c in completions]
+    """
+    user_folder(tmp_path, "user_answers_hang", source)
+    labels = {"b": "data.jsonl:2 (id q1)"}
+    quality = UserQuality(
+        ["user_answers_hang:answer"],
+        None,
+        [str(tmp_path / "user")],
+        2,
+        2.0,
+        labels,
+        "user_answers_hang:answer",
+    )
+    try:
+        assert quality.answers(prompts=["a", "b"], completions=["x", "hang"]) == ["1", None]
+        assert quality.last_metrics["darling/answer_timeouts"] == 1.0
+        assert "their rows have no answer (darling/answer_timeouts)" in capsys.readouterr().err
+        with pytest.raises(RewardFunctionError) as raised:
+            quality.answers(prompts=["a", "b"], completions=["x", ""])
+    finally:
+        quality.close()
+    assert str(raised.value) == (
+        "answer function user_answers_hang:answer raised on data.jsonl:2 (id q1): "
+        "ZeroDivisionError: integer division or modulo by zero"
     )
 
 
@@ -247,6 +369,32 @@ def test_a_raising_function_names_itself_the_row_and_the_exception(tmp_path):
     )
 
 
+def test_a_row_cut_to_the_prompt_budget_is_named_by_its_file_line(tmp_path):
+    """The labels come from the rows the task's prompts read, as fitted to the budget: a
+    prompt cut short (task.long_prompts: truncate) is still named by its file:line and id."""
+    from darling_nemo.trl import validate_trl_config
+    from darling_nemo.trl.tasks import build_task
+
+    source = """
+    def picky(prompts, completions, **kwargs):
+        return [1.0 / (c != "boom") for c in completions]
+    """
+    folder = user_folder(tmp_path, "user_rewards_cut", source)
+    funcs = ["user_rewards_cut:picky"]
+    config = write_config(
+        tmp_path, folder, funcs, max_prompt_tokens=1, long_prompts="truncate", max_prompts=1
+    )
+    task = build_task(validate_trl_config(yaml.safe_load(config.read_text())))
+    try:
+        [prompt] = [row["prompt"] for row in task.train_rows]
+        assert prompt != ROWS[0]["prompt"]  # cut to the budget
+        with pytest.raises(RewardFunctionError) as raised:
+            task.quality(prompts=[prompt], completions=["boom"])
+    finally:
+        task.quality.close()
+    assert f"raised on {folder / 'data.jsonl'}:1 (id q0): ZeroDivisionError" in str(raised.value)
+
+
 BREAKS_AT_STEP_2 = (
     GOOD
     + """
@@ -264,12 +412,16 @@ def breaks_once(prompts, completions, trainer_state=None, **kwargs):
 def test_the_trl_engine_trains_two_steps_on_a_users_module(tmp_path, monkeypatch, capsys):
     """A function that raises at step 2 ends the run in one line (exit 1) naming it, the
     row and the kept checkpoint; the same command then resumes and finishes with DARLING's
-    metrics and the functions' own logged."""
+    metrics and the functions' own logged. The method is outcome, its classes the final
+    answers of the user's answer function."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    folder = user_folder(tmp_path, "user_rewards_train", BREAKS_AT_STEP_2)
+    folder = user_folder(tmp_path, "user_rewards_train", BREAKS_AT_STEP_2 + ANSWERS)
     (folder / "broken").touch()
     funcs = ["user_rewards_train:says_answer", "user_rewards_train:breaks_once"]
-    config = write_config(tmp_path, folder, funcs, reward_weights=[1.0, 0.1])
+    answers = "user_rewards_train:number_word"
+    config = write_config(tmp_path, folder, funcs, reward_weights=[1.0, 0.1], answer_func=answers)
+    cfg = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**cfg, "darling": {"method": "outcome"}}))
     assert run_recipe(TASK, "test", ["--config", str(config)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     row = re.escape(str(folder / "data.jsonl")) + r":(\d) \(id q(\d)\)"
@@ -291,5 +443,6 @@ def test_the_trl_engine_trains_two_steps_on_a_users_module(tmp_path, monkeypatch
     assert [record["step"] for record in logged] == [1, 2]  # step 1 from checkpoint-1
     for record in logged:
         assert record["darling/reward_timeouts"] == 0.0
+        assert record["darling/answer_timeouts"] == 0.0  # the answer function was called
         assert record["darling/quality_seconds"] > 0.0
         assert record["darling/num_groups"] == 2
