@@ -123,14 +123,16 @@ def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
     """A NeMo-RL config's `task:` section (a user's reward functions): the recipe that runs
     it, its keys, its data file, and every function imported and called once on the first
     prompt (ConfigError naming the key), before Ray or any model load."""
-    from darling_nemo.nemo_rl.user_env import TASK_NAME, task_section
+    from darling_nemo import tasks
+    from darling_nemo.nemo_rl.user_env import task_section
     from darling_nemo.schema.trl import check_method_fits
     from darling_nemo.trl.tasks import check_reward_funcs_task
 
     section = task_section(cfg)
-    if (section is None) != (task.name != TASK_NAME):
+    from_section = tasks.task(task.name).nemo_rl_setup is not None  # trained from task:
+    if (section is None) == from_section:
         raise ConfigError(
-            f"task: missing: recipes/darling_task.py trains a {TASK_NAME} task: section"
+            f"task: missing: {task.recipe} trains a {task.name} task: section"
             if section is None
             else f"task: this config is for recipes/darling_task.py, not {task.recipe}"
         )
@@ -341,7 +343,7 @@ def run_nemo_rl(task: Task, cfg: dict, checked: DarlingConfig, config_path: str)
         save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
         data = nemo.setup_data(tokenizer, cfg, task.name)
         try:
-            nemo.train(cfg, tokenizer, data, checked, task.name)
+            nemo.train(cfg, tokenizer, data, checked, task=task.name)
         except nemo.DriverFailed as failed:
             print(failed, file=sys.stderr, flush=True)
             return 1

@@ -50,6 +50,9 @@ class TaskSection(Strict):
     graded: ClassVar[bool] = False
     # The task embeds responses itself (tasks.Task.embeddings): DQO needs no embedding judge.
     own_embeddings: ClassVar[bool] = False
+    # Keys added after runs were saved without them: a saved run's config that lacks one is
+    # read with the key's default, the behaviour that run had (resume's comparison).
+    added_keys: ClassVar[tuple[str, ...]] = ()
 
 
 class DigitSumTaskConfig(TaskSection):
@@ -57,6 +60,8 @@ class DigitSumTaskConfig(TaskSection):
 
     own_judge_rule: ClassVar[str] = "same digit multiset"
     own_embeddings: ClassVar[bool] = True
+    # The judge's accuracy: exact, as every run before the key was.
+    added_keys: ClassVar[tuple[str, ...]] = ("judge_accuracy", "judge_seed")
     kind: Literal["digit_sum"]
     # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
     # distinct answers to the digit-multiset judge.
@@ -88,6 +93,8 @@ class DigitSumTaskConfig(TaskSection):
 class MathTaskConfig(TaskSection):
     """Verifiable math from a JSONL file; quality 1 if math-verify accepts the boxed answer."""
 
+    # The prompt budget: no row of a run saved before it was refused or cut, since none was.
+    added_keys: ClassVar[tuple[str, ...]] = ("max_prompt_tokens", "long_prompts")
     kind: Literal["math"]
     data_path: str  # relative paths are relative to the working directory
     question_key: str = "question"
@@ -127,6 +134,7 @@ class ChatTaskConfig(TaskSection):
     """Open-ended prompts (WildChat-style) from a JSONL file, scored by `quality`."""
 
     graded: ClassVar[bool] = True
+    added_keys: ClassVar[tuple[str, ...]] = ("max_prompt_tokens", "long_prompts")  # as math's
     kind: Literal["chat"]
     data_path: str
     prompt_key: str = "prompt"

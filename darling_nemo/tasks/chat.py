@@ -69,6 +69,8 @@ TASK = Task(
         rehearsal_data="noveltybench/wildchat-1k.jsonl",
         rehearsal_row=rehearsal_row,
         prep_command="darling-prep-wildchat",
+        row_task_name="wildchat",
+        judge_overhead={"sync": 0.144, "overlap": 0.0, "overlap+stream": 0.0},
     ),
     aliases=("wildchat",),
 )

@@ -39,4 +39,5 @@ TASK = Task(
     prompts=prompts,
     quality=quality,
     graded=True,
+    nemo_rl_setup="darling_nemo.nemo_rl.user_env.setup_user_data",
 )

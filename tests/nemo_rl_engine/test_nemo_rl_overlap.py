@@ -166,7 +166,7 @@ def run_step(cfg: dict, judge, prompts, responses, quality, multiplier, monkeypa
     monkeypatch.setattr(adapter, "make_judge", lambda config: judge)
     batch, input_ids = rollout(prompts, responses, quality, multiplier)
     policy = RecordingPolicy()
-    with darling_rewards(cfg, policy) as transform:
+    with darling_rewards(cfg, policy, task="math") as transform:
         batch, train_data, logged = grpo_middle(cfg, batch, input_ids, policy)
         metrics = transform.pop_metrics()
     assert policy.trained == [train_data]
@@ -292,7 +292,7 @@ def test_without_a_policy_or_with_overlap_false_the_hook_judges_synchronously(mo
     ):
         monkeypatch.setattr(adapter, "make_judge", lambda config: crc32_judge(0))
         batch, _ = rollout([(1,)] * 2, ["a", "b"], [1.0, 0.0], [1.0, 1.0])
-        with darling_rewards(cfg, policy):
+        with darling_rewards(cfg, policy, task="math"):
             batch = grpo.scale_rewards(batch, cfg["grpo"]["reward_scaling"])
             # written in the hook: a DARLING reward (d = 1 each), not a group number
             assert batch["total_reward"].tolist() == [1.0, 0.0]
@@ -307,7 +307,7 @@ def test_reward_shaping_falls_back_to_synchronous_judging(monkeypatch, capsys):
     monkeypatch.setattr(adapter, "make_judge", lambda config: crc32_judge(0))
     policy = RecordingPolicy()
     batch, _ = rollout([(1,)] * 2, ["a", "b"], [1.0, 0.0], [1.0, 1.0])
-    with darling_rewards(cfg, policy):
+    with darling_rewards(cfg, policy, task="math"):
         assert "train" not in vars(policy)
         batch = grpo.scale_rewards(batch, cfg["grpo"]["reward_scaling"])
         assert batch["total_reward"].tolist() == [1.0, 0.0]
@@ -319,7 +319,7 @@ def test_reward_shaping_falls_back_to_synchronous_judging(monkeypatch, capsys):
 def test_overlap_wraps_train_only_inside_the_block(monkeypatch):
     monkeypatch.setattr(adapter, "make_judge", lambda config: crc32_judge(0))
     policy = RecordingPolicy()
-    with darling_rewards(nemo_config({"overlap": True}), policy):
+    with darling_rewards(nemo_config({"overlap": True}), policy, task="math"):
         assert "train" in vars(policy)
     assert "train" not in vars(policy) and policy.train.__func__ is RecordingPolicy.train
 
