@@ -31,7 +31,7 @@ from darling_nemo.config import (
 from darling_nemo.interrupt import started
 from darling_nemo.judges.registry import check_judge_models
 from darling_nemo.run_folder import DiskFull, RunLocked
-from darling_nemo.schema import ConfigError, DarlingConfig, RewardFuncsTaskConfig, TrlRunConfig
+from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
 from darling_nemo.user_rewards import RewardFunctionError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,10 +98,7 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
         from darling_nemo.trl import validate_trl_config
 
         checked = validate_trl_config(cfg)
-        if isinstance(checked.task, RewardFuncsTaskConfig):  # a user's functions, tried once
-            from darling_nemo.trl.tasks import check_reward_funcs_task
-
-            check_reward_funcs_task(checked.task)
+        check_task_section(checked.task)
         return checked
     elif engine == "nemo_rl":
         from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
@@ -119,6 +116,17 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
         raise ConfigError(f"engine: must be nemo_rl or trl, got {engine!r}")
 
 
+def check_task_section(section: object) -> None:
+    """What the section's task checks beyond its keys at --dry-run (`tasks.Task.config_check`:
+    a user's reward functions imported and called once on the first row), ConfigError naming
+    the key."""
+    from darling_nemo import tasks
+
+    config_check = tasks.task_of(section).config_check
+    if config_check is not None:
+        config_check(section)
+
+
 def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
     """A NeMo-RL config's `task:` section (a user's reward functions): the recipe that runs
     it, its keys, its data file, and every function imported and called once on the first
@@ -126,7 +134,6 @@ def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
     from darling_nemo import tasks
     from darling_nemo.nemo_rl.user_env import task_section
     from darling_nemo.schema.trl import check_method_fits
-    from darling_nemo.trl.tasks import check_reward_funcs_task
 
     section = task_section(cfg)
     from_section = tasks.task(task.name).nemo_rl_setup is not None  # trained from task:
@@ -143,7 +150,7 @@ def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
             )
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        check_reward_funcs_task(section)
+        check_task_section(section)
 
 
 def parser_for(task: Task, description: str) -> argparse.ArgumentParser:

@@ -93,6 +93,9 @@ class Task:
         the own judge), or None where the section asks for none.
     embeddings: (its `task:` section) -> texts -> one embedding row per text, the task's
         own embeddings for the methods that need them (DQO); None: an embedding judge's.
+    config_check: (its validated `task:` section) -> None, the checks a --dry-run makes
+        beyond the keys (a user's functions imported and called once), ConfigError naming
+        the key; None: the keys are all.
     nemo_rl_setup: on NeMo-RL, a task trained from the config's own `task:` section (its TRL
         section) rather than NeMo-RL's data: and env: sections: the import path of the
         function (tokenizer, cfg, env_vars) -> (dataset, val dataset, task_to_env,
@@ -116,5 +119,6 @@ class Task:
     aliases: tuple[str, ...] = ()
     training_judge: Callable[[Any], PairJudgeFn | None] | None = None
     embeddings: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None
+    config_check: Callable[[Any], None] | None = None
     nemo_rl_setup: str | None = None
     untrained_scores_zero: bool = False

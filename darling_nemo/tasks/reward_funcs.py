@@ -32,6 +32,13 @@ def quality(section: RewardFuncsTaskConfig) -> QualityFn:
     return reward_funcs_quality(section)
 
 
+def config_check(section: RewardFuncsTaskConfig) -> None:
+    """--dry-run: the data file reads and every function imports and scores the first row."""
+    from darling_nemo.trl.tasks import check_reward_funcs_task
+
+    check_reward_funcs_task(section)
+
+
 TASK = Task(
     "reward_funcs",
     "your own reward functions",
@@ -39,5 +46,6 @@ TASK = Task(
     prompts=prompts,
     quality=quality,
     graded=True,
+    config_check=config_check,
     nemo_rl_setup="darling_nemo.nemo_rl.user_env.setup_user_data",
 )

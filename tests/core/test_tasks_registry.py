@@ -9,6 +9,7 @@ import pytest
 
 from darling_nemo import tasks
 from darling_nemo.mini.task import multiset_judge
+from darling_nemo.recipe import check_config
 from darling_nemo.schema import (
     ConfigError,
     TaskSection,
@@ -32,6 +33,11 @@ def toy_quality(section: ToyTaskConfig):
     ]
 
 
+def toy_check(section: ToyTaskConfig) -> None:
+    if section.words > 9:
+        raise ConfigError(f"task.words: {section.words}: the toy counts to 9")
+
+
 TOY = Task(
     "toy",
     "the toy task",
@@ -39,6 +45,7 @@ TOY = Task(
     prompts=lambda cfg: Prompts([{"prompt": "say three words"}], [], None),
     quality=toy_quality,
     graded=True,
+    config_check=toy_check,
 )
 
 
@@ -63,6 +70,10 @@ def test_a_toy_task_is_accepted_by_trl_configs_while_registered():
         assert quality(["p", "p"], ["a b", "a b c"]) == [1.0, 0.0]
         with pytest.raises(ConfigError, match=r"task\.kind=toy has graded scores"):
             validate_section(TrlRunConfig, {**run, "darling": {"method": "outcome"}}, "")
+        # a recipe's --dry-run asks the registry for the task's own checks (config_check)
+        assert check_config(None, run).task.words == 2
+        with pytest.raises(ConfigError, match=r"task\.words: 12: the toy counts to 9"):
+            check_config(None, {**run, "task": {"kind": "toy", "words": 12}})
     with pytest.raises(ConfigError):
         validate_section(TrlRunConfig, run, "")
 
