@@ -8,15 +8,15 @@ arm's run config from the miniature's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, model_validator
 
 from darling_nemo import methods
 from darling_nemo.methods.base import EMBEDDINGS
-from darling_nemo.schema.base import Strict
+from darling_nemo.schema.base import Strict, use_union_members
 from darling_nemo.schema.darling import DarlingConfig, group_size_problem
-from darling_nemo.schema.judges import LexicalJudgeConfig, _models_by_dependency
+from darling_nemo.schema.judges import LexicalJudgeConfig
 
 
 class TinyPolicyConfig(Strict):
@@ -180,25 +180,11 @@ BUILTIN_TASK_CONFIGS: tuple[type[TaskSection], ...] = (
 TaskConfig = Annotated[Union[BUILTIN_TASK_CONFIGS], Field(discriminator="kind")]  # noqa: UP007
 """The shipped tasks' sections; a registered task's joins them (`use_task_configs`)."""
 
-_task_configs: tuple[type, ...] = BUILTIN_TASK_CONFIGS
-
 
 def use_task_configs(configs: tuple[type, ...]) -> None:
     """Make every field that holds a TRL `task:` section accept exactly these sections, each
-    picked by its `kind`. Called by the task registry when a task is registered or removed;
-    the models holding such a field are rebuilt (as `judges.use_judge_configs` does)."""
-    global _task_configs
-    if configs == _task_configs:
-        return
-    _task_configs = configs
-    models = _models_by_dependency()
-    for model in models:
-        for info in model.model_fields.values():
-            members = set(get_args(info.annotation))
-            if info.discriminator == "kind" and set(BUILTIN_TASK_CONFIGS) <= members:
-                info.annotation = Union[configs]  # noqa: UP007
-    for model in models:
-        model.model_rebuild(force=True)
+    picked by its `kind`. Called by the task registry when a task is registered or removed."""
+    use_union_members(BUILTIN_TASK_CONFIGS, configs)
 
 
 class TrlTrainerConfig(Strict):
