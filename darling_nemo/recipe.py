@@ -53,9 +53,8 @@ REFERENCE_CONFIG = reference_config_path()
 
 @dataclass(frozen=True)
 class Task:
-    name: str  # the task registry's name: NeMo-RL's environment (adapter.setup_data), its judge
+    name: str  # the task registry's name: its NeMo-RL environment, reward model, judge
     recipe: str  # recipes/<file>
-    needs_reward_model: bool  # WildChat quality is a reward model's score
     cpu_config: str  # no NeMo-RL or no GPU: the single-machine TRL engine on CPU
     node_config: str  # NeMo-RL and GPUs: one node, no separate classifier node
     cluster_config: str  # the paper's setup, for the hint
@@ -101,13 +100,16 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
         check_task_section(checked.task)
         return checked
     elif engine == "nemo_rl":
+        from darling_nemo import tasks
         from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 
         darling = validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
-        if cfg["env"]["reward_model"]["enabled"] != task.needs_reward_model:
-            other = "darling_wildchat.py" if not task.needs_reward_model else "darling_math.py"
+        nemo_rl = tasks.task(task.name).nemo_rl  # chat's quality: a reward model's score
+        needs_reward_model = nemo_rl is not None and nemo_rl.needs_reward_model
+        if cfg["env"]["reward_model"]["enabled"] != needs_reward_model:
+            other = "darling_wildchat.py" if not needs_reward_model else "darling_math.py"
             raise ConfigError(
-                f"env.reward_model.enabled={str(not task.needs_reward_model).lower()}: "
+                f"env.reward_model.enabled={str(not needs_reward_model).lower()}: "
                 f"this config is for recipes/{other}"
             )
         check_user_task(task, cfg, darling)
