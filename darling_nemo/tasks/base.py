@@ -96,6 +96,9 @@ class Task:
     config_check: (its validated `task:` section) -> None, the checks a --dry-run makes
         beyond the keys (a user's functions imported and called once), ConfigError naming
         the key; None: the keys are all.
+    model_paths: (its `task:` section) -> (key, model) of each model the section names
+        (chat: its reward model), checked to be a folder where written as a path before any
+        model loads; None: it names none.
     nemo_rl_setup: on NeMo-RL, a task trained from the config's own `task:` section (its TRL
         section) rather than NeMo-RL's data: and env: sections: the import path of the
         function (tokenizer, cfg, env_vars) -> (dataset, val dataset, task_to_env,
@@ -120,5 +123,6 @@ class Task:
     training_judge: Callable[[Any], PairJudgeFn | None] | None = None
     embeddings: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None
     config_check: Callable[[Any], None] | None = None
+    model_paths: Callable[[Any], list[tuple[str, str]]] | None = None
     nemo_rl_setup: str | None = None
     untrained_scores_zero: bool = False

@@ -42,10 +42,8 @@ from darling_nemo.run_folder import (
     run_lock,
 )
 from darling_nemo.schema import (
-    ChatTaskConfig,
     ConfigError,
     PretrainedPolicyConfig,
-    RewardModelQualityConfig,
     TrlRunConfig,
     validate_section,
 )
@@ -482,9 +480,11 @@ def check_model_paths(run_cfg: TrlRunConfig) -> None:
     naming the key), before any model loads."""
     if isinstance(run_cfg.policy, PretrainedPolicyConfig):
         check_model_path(run_cfg.policy.name_or_path, "policy.name_or_path")
-    task = run_cfg.task
-    if isinstance(task, ChatTaskConfig) and isinstance(task.quality, RewardModelQualityConfig):
-        check_model_path(task.quality.name_or_path, "task.quality.name_or_path")
+    from darling_nemo import tasks
+
+    model_paths = tasks.task_of(run_cfg.task).model_paths
+    for key, model in model_paths(run_cfg.task) if model_paths else []:
+        check_model_path(model, key)
     if run_cfg.darling.calls_judge:
         check_judge_models(run_cfg.darling.judge)
 
