@@ -121,7 +121,11 @@ def _first_user_turn(value: Any, where: str, key: str) -> str:
 
 
 def math_row(
-    where: str, record: dict[str, Any], problem_key: str | None, answer_key: str | None
+    where: str,
+    record: dict[str, Any],
+    problem_key: str | None,
+    answer_key: str | None,
+    task_name: str,
 ) -> dict[str, str]:
     """One math row. A non-empty `context` field (OlympiadBench) is put before the problem;
     `$...$` around an answer is removed (NeMo-RL wraps the answer in \\boxed{} to verify)."""
@@ -137,7 +141,12 @@ def math_row(
     value = record[ak]
     parts = value if isinstance(value, list) else [value]
     answer = ", ".join(_unwrap_dollars(_text(v, where, ak)) for v in parts)
-    return {"input": problem, "output": answer, "task_name": "math", "id": _row_id(record, where)}
+    return {
+        "input": problem,
+        "output": answer,
+        "task_name": task_name,
+        "id": _row_id(record, where),
+    }
 
 
 def _unwrap_dollars(answer: str) -> str:
@@ -263,12 +272,27 @@ def _convert(
     return _finish(rows, args)
 
 
+def row_task_name(prep_command: str) -> str:
+    """The `task_name` the rows `prep_command` writes carry: that of the registered task
+    whose NeMo-RL data the command prepares, so that NeMo-RL routes them to its environment."""
+    from darling_nemo import tasks
+
+    for name in tasks.task_names():
+        nemo_rl = tasks.task(name).nemo_rl
+        if nemo_rl is not None and nemo_rl.prep_command == prep_command:
+            return nemo_rl.row_task_name
+    raise LookupError(f"no registered task is prepared by {prep_command}")
+
+
 @exits_on_config_error("darling-prep-math", DataError)
 def main_math(argv: Sequence[str] | None = None) -> int:
     """problems with reference answers -> ResponseDataset JSONL."""
     parser = _parser("darling-prep-math", main_math.__doc__ or "", ["problem", "answer"])
+    task_name = row_task_name("darling-prep-math")
     return _convert(
-        parser, argv, lambda where, record, a: math_row(where, record, a.problem_key, a.answer_key)
+        parser,
+        argv,
+        lambda where, record, a: math_row(where, record, a.problem_key, a.answer_key, task_name),
     )
 
 
@@ -276,7 +300,11 @@ def main_math(argv: Sequence[str] | None = None) -> int:
 def main_wildchat(argv: Sequence[str] | None = None) -> int:
     """chat prompts (no answers) -> ResponseDataset JSONL."""
     parser = _parser("darling-prep-wildchat", main_wildchat.__doc__ or "", ["prompt"])
-    parser.add_argument("--task-name", default="wildchat", help="routes rows to the RM env")
+    parser.add_argument(
+        "--task-name",
+        default=row_task_name("darling-prep-wildchat"),
+        help="routes rows to the RM env",
+    )
     return _convert(
         parser, argv, lambda where, record, a: chat_row(where, record, a.prompt_key, a.task_name)
     )

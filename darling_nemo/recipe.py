@@ -31,7 +31,7 @@ from darling_nemo.config import (
 from darling_nemo.interrupt import started
 from darling_nemo.judges.registry import check_judge_models
 from darling_nemo.run_folder import DiskFull, RunLocked
-from darling_nemo.schema import ConfigError, DarlingConfig, RewardFuncsTaskConfig, TrlRunConfig
+from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
 from darling_nemo.user_rewards import RewardFunctionError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,9 +53,8 @@ REFERENCE_CONFIG = reference_config_path()
 
 @dataclass(frozen=True)
 class Task:
-    name: str  # the task registry's name: NeMo-RL's environment (adapter.setup_data), its judge
+    name: str  # the task registry's name: its NeMo-RL environment, reward model, judge
     recipe: str  # recipes/<file>
-    needs_reward_model: bool  # WildChat quality is a reward model's score
     cpu_config: str  # no NeMo-RL or no GPU: the single-machine TRL engine on CPU
     node_config: str  # NeMo-RL and GPUs: one node, no separate classifier node
     cluster_config: str  # the paper's setup, for the hint
@@ -98,19 +97,19 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
         from darling_nemo.trl import validate_trl_config
 
         checked = validate_trl_config(cfg)
-        if isinstance(checked.task, RewardFuncsTaskConfig):  # a user's functions, tried once
-            from darling_nemo.trl.tasks import check_reward_funcs_task
-
-            check_reward_funcs_task(checked.task)
+        check_task_section(checked.task)
         return checked
     elif engine == "nemo_rl":
+        from darling_nemo import tasks
         from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 
         darling = validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
-        if cfg["env"]["reward_model"]["enabled"] != task.needs_reward_model:
-            other = "darling_wildchat.py" if not task.needs_reward_model else "darling_math.py"
+        nemo_rl = tasks.task(task.name).nemo_rl  # chat's quality: a reward model's score
+        needs_reward_model = nemo_rl is not None and nemo_rl.needs_reward_model
+        if cfg["env"]["reward_model"]["enabled"] != needs_reward_model:
+            other = "darling_wildchat.py" if not needs_reward_model else "darling_math.py"
             raise ConfigError(
-                f"env.reward_model.enabled={str(not task.needs_reward_model).lower()}: "
+                f"env.reward_model.enabled={str(not needs_reward_model).lower()}: "
                 f"this config is for recipes/{other}"
             )
         check_user_task(task, cfg, darling)
@@ -119,18 +118,30 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
         raise ConfigError(f"engine: must be nemo_rl or trl, got {engine!r}")
 
 
+def check_task_section(section: object) -> None:
+    """What the section's task checks beyond its keys at --dry-run (`tasks.Task.config_check`:
+    a user's reward functions imported and called once on the first row), ConfigError naming
+    the key."""
+    from darling_nemo import tasks
+
+    config_check = tasks.task_of(section).config_check
+    if config_check is not None:
+        config_check(section)
+
+
 def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
     """A NeMo-RL config's `task:` section (a user's reward functions): the recipe that runs
     it, its keys, its data file, and every function imported and called once on the first
     prompt (ConfigError naming the key), before Ray or any model load."""
-    from darling_nemo.nemo_rl.user_env import TASK_NAME, task_section
+    from darling_nemo import tasks
+    from darling_nemo.nemo_rl.user_env import task_section
     from darling_nemo.schema.trl import check_method_fits
-    from darling_nemo.trl.tasks import check_reward_funcs_task
 
     section = task_section(cfg)
-    if (section is None) != (task.name != TASK_NAME):
+    from_section = tasks.task(task.name).nemo_rl_setup is not None  # trained from task:
+    if (section is None) == from_section:
         raise ConfigError(
-            f"task: missing: recipes/darling_task.py trains a {TASK_NAME} task: section"
+            f"task: missing: {task.recipe} trains a {task.name} task: section"
             if section is None
             else f"task: this config is for recipes/darling_task.py, not {task.recipe}"
         )
@@ -141,7 +152,7 @@ def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
             )
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        check_reward_funcs_task(section)
+        check_task_section(section)
 
 
 def parser_for(task: Task, description: str) -> argparse.ArgumentParser:
@@ -341,7 +352,7 @@ def run_nemo_rl(task: Task, cfg: dict, checked: DarlingConfig, config_path: str)
         save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
         data = nemo.setup_data(tokenizer, cfg, task.name)
         try:
-            nemo.train(cfg, tokenizer, data, checked, task.name)
+            nemo.train(cfg, tokenizer, data, checked, task=task.name)
         except nemo.DriverFailed as failed:
             print(failed, file=sys.stderr, flush=True)
             return 1

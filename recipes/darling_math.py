@@ -23,7 +23,6 @@ from darling_nemo.recipe import Task, run_recipe
 MATH = Task(
     name="math",
     recipe="recipes/darling_math.py",
-    needs_reward_model=False,
     cpu_config="conf/local/math_trl.yaml",
     node_config="conf/math_qwen3_1p7b_1node_darling.yaml",
     cluster_config="conf/math_qwen3_4b_darling.yaml",

@@ -20,7 +20,6 @@ from darling_nemo.recipe import Task, run_recipe
 USER_TASK = Task(
     name="reward_funcs",
     recipe="recipes/darling_task.py",
-    needs_reward_model=False,
     cpu_config="examples/code_tests/trl.yaml",
     node_config="conf/code_tests_qwen3_1p7b_darling.yaml",
     cluster_config="conf/code_tests_qwen3_1p7b_darling.yaml",

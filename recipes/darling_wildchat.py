@@ -22,7 +22,6 @@ from darling_nemo.recipe import Task, run_recipe
 WILDCHAT = Task(
     name="wildchat",
     recipe="recipes/darling_wildchat.py",
-    needs_reward_model=True,
     cpu_config="conf/local/wildchat_trl.yaml",
     node_config="conf/wildchat_qwen3_1p7b_1node_darling.yaml",
     cluster_config="conf/wildchat_llama8b_darling.yaml",

@@ -72,8 +72,7 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     RolloutRows,
     prompt_and_response,
 )
-from darling_nemo.nemo_rl.user_env import TASK_NAME as USER_TASK
-from darling_nemo.nemo_rl.user_env import answers_of, metrics_of, setup_user_data
+from darling_nemo.nemo_rl.user_env import answers_of, metrics_of
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
@@ -179,7 +178,7 @@ def _off_the_critical_path(
     )
 
 
-def reward_judge(darling: DarlingConfig, task: str = "math") -> Any:
+def reward_judge(darling: DarlingConfig, task: str) -> Any:
     """The judge the reward transform asks, as `tasks.judge.run_judge` decides it for the
     run's task: the task's judge of final answers for a method that needs answer classes
     (darling.method=outcome: math-verify on the math task; checks.py refuses it with a
@@ -219,7 +218,8 @@ def darling_rewards(
     policy: Any = None,
     darling: DarlingConfig | None = None,
     plan: JudgingPlan | None = None,
-    task: str = "math",
+    *,
+    task: str,
 ) -> Iterator[DarlingRewardTransform]:
     """Install the DARLING reward into NeMo-RL's grpo_train for the duration of the block.
 
@@ -368,21 +368,23 @@ def setup_data(
     math: NeMo-RL's MathEnvironment (math-verify, reward 1/0) as quality.
     chat (wildchat): NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its
     own GPUs, env.reward_model) as quality. The data paths were checked by `start`.
-    reward_funcs: a user's functions (the config's task: section) in one generic
-    environment, user_env.py.
+    A task trained from the config's own task: section (`Task.nemo_rl_setup`; reward_funcs:
+    a user's functions in one generic environment, user_env.py) builds its data itself.
     """
     import importlib
 
     from darling_nemo import tasks
 
-    if task == USER_TASK:
-        return setup_user_data(tokenizer, cfg, reward_env_vars())
+    entry = tasks.task(task)
+    if entry.nemo_rl_setup is not None:
+        module_name, _, function_name = entry.nemo_rl_setup.rpartition(".")
+        setup = getattr(importlib.import_module(module_name), function_name)
+        return setup(tokenizer, cfg, reward_env_vars())
     from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
     from nemo_rl.data.interfaces import TaskDataSpec
     from nemo_rl.data.processors import math_hf_data_processor
     from nemo_rl.distributed.ray_actor_environment_registry import get_actor_python_env
 
-    entry = tasks.task(task)
     if entry.nemo_rl is None:
         raise ValueError(f"the {entry.name} task does not run on NeMo-RL")
     env_name = entry.nemo_rl.environment
@@ -490,7 +492,8 @@ def train(
     tokenizer: Any,
     data: tuple[Any, Any, dict[str, Any], dict[str, Any]],
     darling: DarlingConfig | None = None,
-    task: str = "math",
+    *,
+    task: str,
 ) -> None:
     """NeMo-RL's own setup() and grpo_train(), with the DARLING reward and metrics hooked in.
 
@@ -556,7 +559,7 @@ def _setup_and_train(
     memory_report = os.environ.get(MEMORY_REPORT_ENV)
     with (
         probed(policy, Path(memory_report)) if memory_report else nullcontext(),
-        darling_rewards(master_config, policy, darling, plan, task) as transform,
+        darling_rewards(master_config, policy, darling, plan, task=task) as transform,
     ):
         transform.answers = answers_of(task_to_env, darling.method)  # task.answer_func's
         if save_by is not None:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig
 from darling_nemo.schema.base import validate_section
 
-TASK_NAME = "reward_funcs"  # NeMo-RL's task_name of the rows and the key of task_to_env
+# NeMo-RL's task_name of the rows and the key of task_to_env: the section's kind, which is
+# its task's name in the registry.
+(TASK_NAME,) = get_args(RewardFuncsTaskConfig.model_fields["kind"].annotation)
 ENVIRONMENT = "darling_nemo.nemo_rl.user_env.UserRewardEnvironment"
 
 
@@ -118,12 +120,13 @@ class UserRewards:
     def __init__(self, section: Mapping[str, Any]) -> None:
         from darling_nemo.user_rewards import UserQuality
 
+        task = RewardFuncsTaskConfig.model_validate(dict(section))
         self.quality = UserQuality(
-            section["reward_funcs"],
-            section["reward_weights"],
-            section["python_path"],
-            section["reward_workers"],
-            section["reward_timeout_s"],
+            task.reward_funcs,
+            task.reward_weights,
+            task.python_path,
+            task.reward_workers,
+            task.reward_timeout_s,
             {},
             section.get("answer_func"),
         )

@@ -2,13 +2,14 @@
 
 Unknown keys are errors whose message carries the key path (pydantic `extra="forbid"`), so
 a typo never trains the wrong run. Call sites read attributes of the validated model, never
-`cfg.get(key, default)`: every default lives in one schema module, once.
+`cfg.get(key, default)`: every default lives in one schema module, once. The registries
+(judge kinds, tasks) make the configs accept what they hold through `use_union_members`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -49,3 +50,55 @@ def validate_section(model: type[Strict], section: dict[str, Any], prefix: str =
         return model.model_validate(section)
     except ValidationError as err:
         raise ConfigError(format_validation_error(err, prefix, model)) from None
+
+
+_unions: dict[tuple[type, ...], tuple[type, ...]] = {}
+
+
+def use_union_members(builtins: tuple[type, ...], members: tuple[type, ...]) -> None:
+    """Make every field whose `kind`-picked union holds all of `builtins` hold exactly
+    `members`: what a registry (judge kinds, tasks) calls when an entry is registered or
+    removed, so the configs accept exactly the registered sections.
+
+    Pydantic copies a section's validator into every model that holds it, so the models
+    holding such a field are rebuilt, and then every model that holds those, sections
+    before their holders.
+    """
+    if _unions.get(builtins, builtins) == members:
+        return
+    _unions[builtins] = members
+    models = _models_by_dependency()
+    for model in models:
+        for info in model.model_fields.values():
+            if info.discriminator == "kind" and set(builtins) <= set(get_args(info.annotation)):
+                info.annotation = Union[members]  # noqa: UP007
+    for model in models:
+        model.model_rebuild(force=True)
+
+
+def _models_by_dependency() -> list[type[BaseModel]]:
+    """Every Strict model defined so far, each after the models its fields hold."""
+    ordered: dict[type[BaseModel], None] = {}
+    visiting: set[type[BaseModel]] = set()
+
+    def held(tp: Any) -> list[type[BaseModel]]:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return [tp]
+        return [model for arg in get_args(tp) for model in held(arg)]
+
+    def visit(model: type[BaseModel]) -> None:
+        if model in ordered or model in visiting:
+            return
+        visiting.add(model)
+        for info in model.model_fields.values():
+            for inner in held(info.annotation):
+                visit(inner)
+        ordered[model] = None
+
+    stack = [Strict]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls is not Strict:
+            visit(cls)
+    return [model for model in ordered if issubclass(model, Strict)]

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
-    BaseModel,
     Field,
     PrivateAttr,
     field_validator,
@@ -21,7 +20,7 @@ from pydantic import (
 )
 
 from darling_nemo.resources import RESOURCES_DIR
-from darling_nemo.schema.base import Strict
+from darling_nemo.schema.base import Strict, use_union_members
 
 
 class LexicalJudgeConfig(Strict):
@@ -335,55 +334,10 @@ JudgeConfig = Annotated[Union[BUILTIN_JUDGE_CONFIGS], Field(discriminator="kind"
 """Any judge; the kinds registered beyond these (darling_nemo/judges/registry.py) join every
 field of this type through `use_judge_configs`."""
 
-_judge_configs: tuple[type[Strict], ...] = BUILTIN_JUDGE_CONFIGS
-
 
 def use_judge_configs(configs: tuple[type[Strict], ...]) -> None:
     """Make every config field that holds any judge (`JudgeConfig`: `darling.judge`, an
-    evaluation's `judge`) accept exactly these config classes, each picked by its `kind`.
-
-    Called by the judge registry when a kind is registered or removed. Pydantic copies a
-    section's validator into every model that holds it, so the models holding such a field
-    are rebuilt, and then every model that holds those, sections before their holders.
-    """
-    global _judge_configs
-    if configs == _judge_configs:
-        return
-    _judge_configs = configs
-    models = _models_by_dependency()
-    for model in models:
-        for info in model.model_fields.values():
-            members = set(get_args(info.annotation))
-            # any judge (a fallback's union holds only the in-process kinds)
-            if info.discriminator == "kind" and set(BUILTIN_JUDGE_CONFIGS) <= members:
-                info.annotation = Union[configs]  # noqa: UP007
-    for model in models:
-        model.model_rebuild(force=True)
-
-
-def _models_by_dependency() -> list[type[BaseModel]]:
-    """Every Strict model defined so far, each after the models its fields hold."""
-    ordered: dict[type[BaseModel], None] = {}
-    visiting: set[type[BaseModel]] = set()
-
-    def held(tp: Any) -> list[type[BaseModel]]:
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            return [tp]
-        return [model for arg in get_args(tp) for model in held(arg)]
-
-    def visit(model: type[BaseModel]) -> None:
-        if model in ordered or model in visiting:
-            return
-        visiting.add(model)
-        for info in model.model_fields.values():
-            for inner in held(info.annotation):
-                visit(inner)
-        ordered[model] = None
-
-    stack = [Strict]
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if cls is not Strict:
-            visit(cls)
-    return [model for model in ordered if issubclass(model, Strict)]
+    evaluation's `judge`; a served judge's fallback holds only the in-process kinds) accept
+    exactly these config classes, each picked by its `kind`. Called by the judge registry
+    when a kind is registered or removed."""
+    use_union_members(BUILTIN_JUDGE_CONFIGS, configs)

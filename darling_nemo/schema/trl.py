@@ -8,15 +8,15 @@ arm's run config from the miniature's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, model_validator
 
 from darling_nemo import methods
 from darling_nemo.methods.base import EMBEDDINGS
-from darling_nemo.schema.base import Strict
+from darling_nemo.schema.base import Strict, use_union_members
 from darling_nemo.schema.darling import DarlingConfig, group_size_problem
-from darling_nemo.schema.judges import LexicalJudgeConfig, _models_by_dependency
+from darling_nemo.schema.judges import LexicalJudgeConfig
 
 
 class TinyPolicyConfig(Strict):
@@ -50,6 +50,9 @@ class TaskSection(Strict):
     graded: ClassVar[bool] = False
     # The task embeds responses itself (tasks.Task.embeddings): DQO needs no embedding judge.
     own_embeddings: ClassVar[bool] = False
+    # Keys added after runs were saved without them: a saved run's config that lacks one is
+    # read with the key's default, the behaviour that run had (resume's comparison).
+    added_keys: ClassVar[tuple[str, ...]] = ()
 
     @property
     def final_answers(self) -> bool:
@@ -63,6 +66,8 @@ class DigitSumTaskConfig(TaskSection):
 
     own_judge_rule: ClassVar[str] = "same digit multiset"
     own_embeddings: ClassVar[bool] = True
+    # The judge's accuracy: exact, as every run before the key was.
+    added_keys: ClassVar[tuple[str, ...]] = ("judge_accuracy", "judge_seed")
     kind: Literal["digit_sum"]
     # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
     # distinct answers to the digit-multiset judge.
@@ -94,6 +99,8 @@ class DigitSumTaskConfig(TaskSection):
 class MathTaskConfig(TaskSection):
     """Verifiable math from a JSONL file; quality 1 if math-verify accepts the boxed answer."""
 
+    # The prompt budget: no row of a run saved before it was refused or cut, since none was.
+    added_keys: ClassVar[tuple[str, ...]] = ("max_prompt_tokens", "long_prompts")
     kind: Literal["math"]
     data_path: str  # relative paths are relative to the working directory
     question_key: str = "question"
@@ -133,6 +140,7 @@ class ChatTaskConfig(TaskSection):
     """Open-ended prompts (WildChat-style) from a JSONL file, scored by `quality`."""
 
     graded: ClassVar[bool] = True
+    added_keys: ClassVar[tuple[str, ...]] = ("max_prompt_tokens", "long_prompts")  # as math's
     kind: Literal["chat"]
     data_path: str
     prompt_key: str = "prompt"
@@ -185,25 +193,11 @@ BUILTIN_TASK_CONFIGS: tuple[type[TaskSection], ...] = (
 TaskConfig = Annotated[Union[BUILTIN_TASK_CONFIGS], Field(discriminator="kind")]  # noqa: UP007
 """The shipped tasks' sections; a registered task's joins them (`use_task_configs`)."""
 
-_task_configs: tuple[type, ...] = BUILTIN_TASK_CONFIGS
-
 
 def use_task_configs(configs: tuple[type, ...]) -> None:
     """Make every field that holds a TRL `task:` section accept exactly these sections, each
-    picked by its `kind`. Called by the task registry when a task is registered or removed;
-    the models holding such a field are rebuilt (as `judges.use_judge_configs` does)."""
-    global _task_configs
-    if configs == _task_configs:
-        return
-    _task_configs = configs
-    models = _models_by_dependency()
-    for model in models:
-        for info in model.model_fields.values():
-            members = set(get_args(info.annotation))
-            if info.discriminator == "kind" and set(BUILTIN_TASK_CONFIGS) <= members:
-                info.annotation = Union[configs]  # noqa: UP007
-    for model in models:
-        model.model_rebuild(force=True)
+    picked by its `kind`. Called by the task registry when a task is registered or removed."""
+    use_union_members(BUILTIN_TASK_CONFIGS, configs)
 
 
 class TrlTrainerConfig(Strict):

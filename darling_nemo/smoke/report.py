@@ -26,17 +26,6 @@ from darling_nemo.schema import ConfigError
 WARN_FRACTION = 0.15  # a phase more than 15% off the plan is worth a look before the long run
 MEMORY_PHASES = ("training", "logprobs")  # what the probe can measure (vLLM reserves its own)
 
-# docs/judge-cost.md, "Measured (step 2 of each run, simulated seconds; one 8-GPU classifier
-# node)": darling_judge / (step - darling_judge), from the paced CPU simulation.
-SIMULATED_JUDGE_OVERHEAD: dict[tuple[str, str], float] = {
-    ("math", "sync"): 0.727,
-    ("math", "overlap"): 0.663,
-    ("math", "overlap+stream"): 0.220,
-    ("wildchat", "sync"): 0.144,
-    ("wildchat", "overlap"): 0.0,
-    ("wildchat", "overlap+stream"): 0.0,
-}
-
 
 @dataclass(frozen=True)
 class Row:
@@ -135,6 +124,16 @@ def step_times(scalars: dict[str, dict[int, float]], step: int) -> dict[str, flo
     }
 
 
+def simulated_judge_overhead(task: str, mode: str) -> float | None:
+    """The task's judge share at the paper's scale in `mode` (docs/judge-cost.md, "Measured":
+    darling_judge / (step - darling_judge) of the paced CPU simulation, one 8-GPU classifier
+    node), as its registry entry records it; None where none was measured."""
+    from darling_nemo import tasks
+
+    nemo_rl = tasks.task(task).nemo_rl
+    return None if nemo_rl is None else nemo_rl.judge_overhead.get(mode)
+
+
 def time_lines(scalars: dict[str, dict[int, float]], step: int, task: str, mode: str) -> list[str]:
     """The step's phase times (NeMo-RL's timing/train/* of `step`) and the judge's share."""
     times = step_times(scalars, step)
@@ -142,7 +141,7 @@ def time_lines(scalars: dict[str, dict[int, float]], step: int, task: str, mode:
     for name, seconds in sorted(times.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {name:<40} {seconds:>9.1f}")
     total, judge = times.get("total_step_time"), times.get("darling_judge")
-    simulated = SIMULATED_JUDGE_OVERHEAD.get((task, mode))
+    simulated = simulated_judge_overhead(task, mode)
     if total is None or judge is None:
         lines.append("judge share: not computed (total_step_time or darling_judge not logged)")
         return lines

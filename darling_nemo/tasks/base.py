@@ -53,6 +53,11 @@ class NemoRlTask:
         trains on, and `rehearsal_row`, one of its rows as NeMo-RL's {"input", "output"}.
     prep_command: the command that writes NeMo-RL's data files for it (named by the data
         check's hint).
+    row_task_name: the `task_name` that command writes into each data row, which NeMo-RL
+        routes rows by (an older spelling where the task's data had one).
+    judge_overhead: darling.overlap mode ("sync", "overlap", "overlap+stream") -> the judge's
+        simulated share of a step at the paper's scale (docs/judge-cost.md), which a smoke
+        run's report prints beside its measured one.
     """
 
     environment: str
@@ -62,6 +67,8 @@ class NemoRlTask:
     rehearsal_data: str
     rehearsal_row: Callable[[Mapping[str, Any]], dict[str, str]]
     prep_command: str
+    row_task_name: str
+    judge_overhead: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,19 @@ class Task:
         the own judge), or None where the section asks for none.
     embeddings: (its `task:` section) -> texts -> one embedding row per text, the task's
         own embeddings for the methods that need them (DQO); None: an embedding judge's.
+    config_check: (its validated `task:` section) -> None, the checks a --dry-run makes
+        beyond the keys (a user's functions imported and called once), ConfigError naming
+        the key; None: the keys are all.
+    model_paths: (its `task:` section) -> (key, model) of each model the section names
+        (chat: its reward model), checked to be a folder where written as a path before any
+        model loads; None: it names none.
+    nemo_rl_setup: on NeMo-RL, a task trained from the config's own `task:` section (its TRL
+        section) rather than NeMo-RL's data: and env: sections: the import path of the
+        function (tokenizer, cfg, env_vars) -> (dataset, val dataset, task_to_env,
+        val_task_to_env) that builds its data and environment; None: `nemo_rl` says.
+    untrained_scores_zero: a randomly initialised policy (TRL's policy.kind=tiny)
+        practically never earns quality here, so such a run's reward and loss are 0 at every
+        step (the TRL engine says so before it starts).
     """
 
     name: str
@@ -114,3 +134,7 @@ class Task:
     aliases: tuple[str, ...] = ()
     training_judge: Callable[[Any], PairJudgeFn | None] | None = None
     embeddings: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None
+    config_check: Callable[[Any], None] | None = None
+    model_paths: Callable[[Any], list[tuple[str, str]]] | None = None
+    nemo_rl_setup: str | None = None
+    untrained_scores_zero: bool = False

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from darling_nemo.schema import ChatTaskConfig, ConfigError, LengthStandInQualityConfig
+from darling_nemo.schema import (
+    ChatTaskConfig,
+    ConfigError,
+    LengthStandInQualityConfig,
+    RewardModelQualityConfig,
+)
 from darling_nemo.tasks.base import NemoRlTask, Prompts, QualityFn, Task
 
 
@@ -46,6 +51,12 @@ def quality(section: ChatTaskConfig) -> QualityFn:
     return RewardModelQuality(section.quality)
 
 
+def model_paths(section: ChatTaskConfig) -> list[tuple[str, str]]:
+    if isinstance(section.quality, RewardModelQualityConfig):
+        return [("task.quality.name_or_path", section.quality.name_or_path)]
+    return []
+
+
 def rehearsal_row(row: Mapping[str, Any]) -> dict[str, str]:
     return {"input": row["prompt"], "output": ""}
 
@@ -57,6 +68,7 @@ TASK = Task(
     prompts=prompts,
     quality=quality,
     graded=True,
+    model_paths=model_paths,
     evaluations={
         "noveltybench": "conf/eval/noveltybench.yaml",
         "creative": "conf/eval/creative.yaml",
@@ -69,6 +81,8 @@ TASK = Task(
         rehearsal_data="noveltybench/wildchat-1k.jsonl",
         rehearsal_row=rehearsal_row,
         prep_command="darling-prep-wildchat",
+        row_task_name="wildchat",
+        judge_overhead={"sync": 0.144, "overlap": 0.0, "overlap+stream": 0.0},
     ),
     aliases=("wildchat",),
 )

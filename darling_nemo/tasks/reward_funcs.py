@@ -51,6 +51,13 @@ def answers(quality: QualityFn) -> AnswerFn | None:
     return quality.answers if quality.answer_spec is not None else None
 
 
+def config_check(section: RewardFuncsTaskConfig) -> None:
+    """--dry-run: the data file reads and every function imports and scores the first row."""
+    from darling_nemo.trl.tasks import check_reward_funcs_task
+
+    check_reward_funcs_task(section)
+
+
 TASK = Task(
     "reward_funcs",
     "your own reward functions",
@@ -61,4 +68,6 @@ TASK = Task(
     answers_title="task.answer_func's answers",
     answers=answers,
     graded=True,
+    config_check=config_check,
+    nemo_rl_setup="darling_nemo.nemo_rl.user_env.setup_user_data",
 )

@@ -42,12 +42,8 @@ from darling_nemo.run_folder import (
     run_lock,
 )
 from darling_nemo.schema import (
-    ChatTaskConfig,
     ConfigError,
-    DigitSumTaskConfig,
-    MathTaskConfig,
     PretrainedPolicyConfig,
-    RewardModelQualityConfig,
     TrlRunConfig,
     validate_section,
 )
@@ -71,11 +67,14 @@ def validate_trl_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
 
 def zero_reward_note(cfg: TrlRunConfig) -> str | None:
     """Why a run will log reward and loss 0 at every step, when the config says so."""
-    if cfg.policy.kind != "tiny" or cfg.task.kind != "math":
+    from darling_nemo import tasks
+
+    if cfg.policy.kind != "tiny" or not tasks.task_of(cfg.task).untrained_scores_zero:
         return None
     return (
-        "note: policy.kind=tiny is a small randomly initialised model: on task.kind=math it "
-        "practically never writes the correct answer, so quality is 0, DARLING's reward "
+        f"note: policy.kind=tiny is a small randomly initialised model: on task.kind="
+        f"{cfg.task.kind} it practically never writes the correct answer, so quality is 0, "
+        "DARLING's reward "
         "(quality x diversity) and every advantage are 0, and the loss is 0 at every step. "
         "This run checks the plumbing (generation, judge, logging, checkpoints); to learn, "
         "use policy={kind: pretrained, name_or_path: ...}."
@@ -254,25 +253,19 @@ RESUME_MAY_CHANGE = (
 )
 
 
-# Keys added after runs were saved without them, with the value that gives those runs'
-# behaviour (the prompt budget: no row of a saved run was refused or cut, since none was).
-# The dice task's judge accuracy: exact, as every run before the key was.
-ADDED_TASK_KEYS = {
-    kind: {key: config.model_fields[key].default for key in keys}
-    for kind, config, keys in (
-        ("math", MathTaskConfig, ("max_prompt_tokens", "long_prompts")),
-        ("chat", ChatTaskConfig, ("max_prompt_tokens", "long_prompts")),
-        ("digit_sum", DigitSumTaskConfig, ("judge_accuracy", "judge_seed")),
-    )
-}
-
-
 def with_keys_added_since(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved config with ADDED_TASK_KEYS filled in where its task takes them."""
+    """A saved config with the keys its task's section added since (`added_keys` of the
+    registered task's section, whose `kind` is the task's name) filled in with their
+    defaults, where the saved one lacks them."""
+    from darling_nemo import tasks
+
     task = saved.get("task")
-    if isinstance(task, dict) and task.get("kind") in ADDED_TASK_KEYS:
-        saved = {**saved, "task": {**ADDED_TASK_KEYS[task["kind"]], **task}}
-    return saved
+    kind = task.get("kind") if isinstance(task, dict) else None
+    config = tasks.task(kind).config if kind in tasks.task_names() else None
+    if config is None:
+        return saved
+    added = {key: config.model_fields[key].default for key in config.added_keys}
+    return {**saved, "task": {**added, **task}}
 
 
 def check_resume_config(run_cfg: TrlRunConfig) -> None:
@@ -487,9 +480,11 @@ def check_model_paths(run_cfg: TrlRunConfig) -> None:
     naming the key), before any model loads."""
     if isinstance(run_cfg.policy, PretrainedPolicyConfig):
         check_model_path(run_cfg.policy.name_or_path, "policy.name_or_path")
-    task = run_cfg.task
-    if isinstance(task, ChatTaskConfig) and isinstance(task.quality, RewardModelQualityConfig):
-        check_model_path(task.quality.name_or_path, "task.quality.name_or_path")
+    from darling_nemo import tasks
+
+    model_paths = tasks.task_of(run_cfg.task).model_paths
+    for key, model in model_paths(run_cfg.task) if model_paths else []:
+        check_model_path(model, key)
     if run_cfg.darling.calls_judge:
         check_judge_models(run_cfg.darling.judge)
 

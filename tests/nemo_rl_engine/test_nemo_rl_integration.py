@@ -134,7 +134,7 @@ def test_hook_then_nemo_rl_baseline_gives_the_hand_checked_darling_advantages():
     cfg = load_config(CONF / "math_qwen3_4b_darling.yaml", [LEXICAL])
     original = grpo.scale_rewards
     batch, input_ids, responses = rollout_batch()
-    with darling_rewards(cfg) as transform:
+    with darling_rewards(cfg, task="math") as transform:
         assert grpo.scale_rewards is not original
         batch, advantages = nemo_rl_advantages(cfg, batch, input_ids)
     assert grpo.scale_rewards is original  # restored
@@ -151,7 +151,7 @@ def test_hook_then_nemo_rl_baseline_gives_the_hand_checked_darling_advantages():
 def test_grpo_baseline_config_matches_core_std_normalised_advantages():
     cfg = load_config(CONF / "math_qwen3_4b_grpo.yaml", [LEXICAL])
     batch, input_ids, _ = rollout_batch()
-    with darling_rewards(cfg) as transform:
+    with darling_rewards(cfg, task="math") as transform:
         original = {k: v for k, v in batch.items()}
         core = transform.apply(type(batch)(dict(original)))  # the core's view of the same batch
         batch, advantages = nemo_rl_advantages(cfg, batch, input_ids)
@@ -164,7 +164,7 @@ def test_reward_scaling_runs_before_darling():
     overrides = [LEXICAL, "grpo.reward_scaling.enabled=true", "grpo.reward_scaling.target_max=2.0"]
     cfg = load_config(CONF / "math_qwen3_4b_darling.yaml", overrides)
     batch, input_ids, responses = rollout_batch()
-    with darling_rewards(cfg):
+    with darling_rewards(cfg, task="math"):
         batch, advantages = nemo_rl_advantages(cfg, batch, input_ids)
     # quality [0, 1] -> [0, 2] first, then DARLING: every reward and advantage doubles
     torch.testing.assert_close(batch[QUALITY_KEY][:4], torch.tensor([2.0, 2, 2, 0]))
@@ -178,13 +178,16 @@ def test_hook_refuses_async_grpo_and_double_install():
 
     cfg = load_config(CONF / "math_qwen3_4b_darling.yaml", [LEXICAL])
     cfg["grpo"]["async_grpo"]["enabled"] = True
-    with pytest.raises(ConfigError, match="async_grpo_train never calls"), darling_rewards(cfg):
+    with (
+        pytest.raises(ConfigError, match="async_grpo_train never calls"),
+        darling_rewards(cfg, task="math"),
+    ):
         pass
     cfg["grpo"]["async_grpo"]["enabled"] = False
     with (
-        darling_rewards(cfg),
+        darling_rewards(cfg, task="math"),
         pytest.raises(RuntimeError, match="already installed"),
-        darling_rewards(cfg),
+        darling_rewards(cfg, task="math"),
     ):
         pass
 
@@ -570,7 +573,7 @@ def run_grpo_train(
     policy = (policy_class or ScriptedPolicy)(tokenizer, async_engine)
     logger = RecordingLogger(Logger(cfg["logger"]))
     try:
-        with darling_rewards(cfg, policy) as transform:
+        with darling_rewards(cfg, policy, task="math") as transform:
             grpo_train(
                 policy,
                 None,  # policy_generation: the policy generates (no refit), like Megatron

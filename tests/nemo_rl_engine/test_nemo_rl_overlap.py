@@ -27,7 +27,7 @@ from helpers import scale_rewards_and_baseline  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from darling_nemo.nemo_rl import adapter  # noqa: E402
+from darling_nemo import judges  # noqa: E402
 from darling_nemo.nemo_rl.adapter import (  # noqa: E402
     DIVERSITY_KEY,
     QUALITY_KEY,
@@ -163,10 +163,10 @@ def grpo_middle(cfg: dict, batch, input_ids, policy):
 
 def run_step(cfg: dict, judge, prompts, responses, quality, multiplier, monkeypatch):
     """One step's data and metrics; overlapped when cfg's darling.overlap is true."""
-    monkeypatch.setattr(adapter, "make_judge", lambda config: judge)
+    monkeypatch.setattr(judges, "make_judge", lambda config: judge)
     batch, input_ids = rollout(prompts, responses, quality, multiplier)
     policy = RecordingPolicy()
-    with darling_rewards(cfg, policy) as transform:
+    with darling_rewards(cfg, policy, task="math") as transform:
         batch, train_data, logged = grpo_middle(cfg, batch, input_ids, policy)
         metrics = transform.pop_metrics()
     assert policy.trained == [train_data]
@@ -290,9 +290,9 @@ def test_without_a_policy_or_with_overlap_false_the_hook_judges_synchronously(mo
         (nemo_config({"overlap": True}), None),
         (nemo_config({"overlap": False}), RecordingPolicy()),
     ):
-        monkeypatch.setattr(adapter, "make_judge", lambda config: crc32_judge(0))
+        monkeypatch.setattr(judges, "make_judge", lambda config: crc32_judge(0))
         batch, _ = rollout([(1,)] * 2, ["a", "b"], [1.0, 0.0], [1.0, 1.0])
-        with darling_rewards(cfg, policy):
+        with darling_rewards(cfg, policy, task="math"):
             batch = grpo.scale_rewards(batch, cfg["grpo"]["reward_scaling"])
             # written in the hook: a DARLING reward (d = 1 each), not a group number
             assert batch["total_reward"].tolist() == [1.0, 0.0]
@@ -304,10 +304,10 @@ def test_reward_shaping_falls_back_to_synchronous_judging(monkeypatch, capsys):
     from nemo_rl.algorithms import grpo
 
     cfg = nemo_config({"enabled": False, "overlap": True}, reward_shaping={"enabled": True})
-    monkeypatch.setattr(adapter, "make_judge", lambda config: crc32_judge(0))
+    monkeypatch.setattr(judges, "make_judge", lambda config: crc32_judge(0))
     policy = RecordingPolicy()
     batch, _ = rollout([(1,)] * 2, ["a", "b"], [1.0, 0.0], [1.0, 1.0])
-    with darling_rewards(cfg, policy):
+    with darling_rewards(cfg, policy, task="math"):
         assert "train" not in vars(policy)
         batch = grpo.scale_rewards(batch, cfg["grpo"]["reward_scaling"])
         assert batch["total_reward"].tolist() == [1.0, 0.0]
@@ -317,9 +317,9 @@ def test_reward_shaping_falls_back_to_synchronous_judging(monkeypatch, capsys):
 
 
 def test_overlap_wraps_train_only_inside_the_block(monkeypatch):
-    monkeypatch.setattr(adapter, "make_judge", lambda config: crc32_judge(0))
+    monkeypatch.setattr(judges, "make_judge", lambda config: crc32_judge(0))
     policy = RecordingPolicy()
-    with darling_rewards(nemo_config({"overlap": True}), policy):
+    with darling_rewards(nemo_config({"overlap": True}), policy, task="math"):
         assert "train" in vars(policy)
     assert "train" not in vars(policy) and policy.train.__func__ is RecordingPolicy.train
 

@@ -88,7 +88,7 @@ def method_of(config: str, overrides: list[str]) -> str:
 def transform_for(config: str, *overrides: str) -> tuple[dict, DarlingRewardTransform]:
     cfg = load_config(CONF / f"{config}.yaml", [LEXICAL, *overrides])
     darling = validate_nemo_rl_config(cfg)
-    return cfg, DarlingRewardTransform(darling, reward_judge(darling))
+    return cfg, DarlingRewardTransform(darling, reward_judge(darling, "math"))
 
 
 @pytest.mark.parametrize(
@@ -125,8 +125,10 @@ def test_unlikeliness_without_generation_logprobs_is_refused_by_key():
 
 
 def test_outcome_uses_math_verify_and_the_others_the_configured_judge():
-    assert isinstance(reward_judge(validate_darling({"method": "outcome"})), MathAnswerJudge)
-    assert reward_judge(validate_darling({"method": "pass_at_k"})) is None  # lexical judge
+    assert isinstance(
+        reward_judge(validate_darling({"method": "outcome"}), "math"), MathAnswerJudge
+    )
+    assert reward_judge(validate_darling({"method": "pass_at_k"}), "math") is None  # lexical judge
 
 
 def test_pass_at_k_refuses_scaled_rewards_at_the_step():
@@ -191,7 +193,7 @@ def test_the_hook_then_nemo_rls_own_baseline_trains_the_core_advantage(config, o
     cfg = load_config(CONF / f"{config}.yaml", [LEXICAL, *overrides])
     batch = BatchedDataDict(rollout())
     input_ids = torch.tensor([[1, 2]] * 4 + [[3, 4]] * 4)
-    with darling_rewards(cfg):
+    with darling_rewards(cfg, task="math"):
         batch, baseline, _ = scale_rewards_and_baseline(cfg, batch, input_ids)
     assert not cfg["grpo"]["normalize_rewards"]  # grpo_train: advantage = reward - baseline
     expected = (

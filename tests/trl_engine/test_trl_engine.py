@@ -443,6 +443,25 @@ def test_the_math_smoke_run_says_why_its_reward_is_zero():
     assert zero_reward_note(chat) is None  # the length stand-in scores every response
 
 
+def test_a_reward_model_path_that_is_no_folder_is_refused_naming_the_key(tmp_path):
+    # the chat task names its reward model to the registry (Task.model_paths)
+    import re
+
+    from darling_nemo.config import load_config
+    from darling_nemo.schema import ConfigError
+    from darling_nemo.trl.run import check_model_paths, validate_trl_config
+
+    config = REPO / "conf" / "local" / "wildchat_trl.yaml"
+    missing = tmp_path / "no-such-rm"
+    quality = f"task.quality={{kind: reward_model, name_or_path: {missing}}}"
+    expected = f"task.quality.name_or_path: no such model folder {missing}"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        check_model_paths(validate_trl_config(load_config(config, [quality])))
+    missing.mkdir()
+    check_model_paths(validate_trl_config(load_config(config, [quality])))
+    check_model_paths(validate_trl_config(load_config(config)))  # the length stand-in
+
+
 def test_a_missing_task_file_names_the_key(tmp_path):
     from darling_nemo.schema import ConfigError
     from darling_nemo.trl.run import validate_trl_config
