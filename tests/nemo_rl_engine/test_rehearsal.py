@@ -431,9 +431,13 @@ def test_rehearsal_fails_at_the_megatron_contract_naming_the_key(override, named
 @pytest.mark.slow
 def test_rehearsal_fails_where_only_nemo_rls_own_code_looks():
     # Nothing in darling-nemo checks vLLM's top_p; NeMo-RL's VllmGeneration refuses < 0.99 in
-    # setup(). The rehearsal must report it from the real run, in its phase.
+    # setup(). The rehearsal must report it from the real run, in its phase. (The GRPO
+    # baseline's config: the same setup() with no judge server to start first.)
     pytest.importorskip("nemo_rl")
-    rc, out = rehearse_math_4b("policy.generation.top_p=0.5")
+    config = "conf/math_qwen3_4b_grpo.yaml"
+    rc, out, _ = run_rehearsal(
+        [recipe_for(config), "--config", config, "--rehearse", "policy.generation.top_p=0.5"]
+    )
     assert rc != 0
     assert verdict(out).startswith("rehearsal: FAIL at run 1"), verdict(out)
     assert "top_p" in verdict(out)
