@@ -117,8 +117,14 @@ class UserRewards:
     """The environment's work, without NeMo-RL: a batch of message logs and their
     `extra_env_info` -> one quality per row, the weighted sum of the user's functions."""
 
-    def __init__(self, section: Mapping[str, Any]) -> None:
+    def __init__(self, section: Mapping[str, Any], tokenizer: str | None = None) -> None:
         from darling_nemo.user_rewards import UserQuality
+
+        # NeMo-RL's calculate_rewards hands an environment each message's role and content
+        # only, so completion_ids are the policy tokenizer's ids of the completion's text
+        # (loaded on first use from `tokenizer`, the name or folder the policy's names).
+        self.tokenizer_name = tokenizer
+        self._tokenizer: Any = None
 
         task = RewardFuncsTaskConfig.model_validate(dict(section))
         self.quality = UserQuality(
@@ -178,7 +184,7 @@ class UserRewards:
             text = "".join(str(m["content"]) for m in answer)
             conversational = isinstance(prompt, list)
             completions.append([{"role": "assistant", "content": text}] if conversational else text)
-            completion_ids.append([int(t) for m in answer for t in m.get("token_ids", [])])
+            completion_ids.append(self.completion_ids(answer, text))
         columns: dict[str, list[Any]] = {}
         for row, info in enumerate(metadata):
             for name, value in info["columns"].items():
@@ -186,6 +192,19 @@ class UserRewards:
         for prompt, info in zip(prompts, metadata, strict=True):
             self.quality.row_labels[prompt_key(prompt)] = info["row"]
         return prompts, completions, {"completion_ids": completion_ids, **columns}
+
+    def completion_ids(self, answer: Sequence[Mapping[str, Any]], text: str) -> list[int]:
+        """The completion's token ids: the messages' own where each has them (the driver's
+        message logs), else the policy tokenizer's ids of its text (calculate_rewards')."""
+        if all("token_ids" in m for m in answer):
+            return [int(t) for m in answer for t in m["token_ids"]]
+        if self._tokenizer is None:
+            if self.tokenizer_name is None:
+                raise ValueError("completion_ids: no tokenizer given to the environment")
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_name)
+        return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def pop_metrics(self) -> dict[str, float]:
         """The figures since the last call (summed over the calls in between)."""
@@ -236,14 +255,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def start_environment(task: RewardFuncsTaskConfig, env_vars: Mapping[str, str]) -> Any:
-    """The environment actor (on the driver's Python, as NeMo-RL's own environments)."""
+def start_environment(
+    task: RewardFuncsTaskConfig, env_vars: Mapping[str, str], tokenizer: str | None
+) -> Any:
+    """The environment actor (on the driver's Python, as NeMo-RL's own environments);
+    `tokenizer`: the policy tokenizer's name or folder, for completion_ids."""
     from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
 
     actor = __getattr__("UserRewardEnvironment")
     return actor.options(
         runtime_env={"py_executable": PY_EXECUTABLES.SYSTEM, "env_vars": dict(env_vars)}
-    ).remote(environment_config(task))
+    ).remote(environment_config(task), tokenizer)
 
 
 def metrics_of(task_to_env: Mapping[str, Any]) -> Callable[[], dict[str, float]] | None:
@@ -301,5 +323,6 @@ def setup_user_data(
         {TASK_NAME: (spec, reward_funcs_processor)},
         max_seq_length=data_cfg["max_input_seq_length"],
     )
-    task_to_env = {TASK_NAME: start_environment(task, env_vars)}
+    tokenizer_name = getattr(tokenizer, "name_or_path", None) or None
+    task_to_env = {TASK_NAME: start_environment(task, env_vars, tokenizer_name)}
     return dataset, None, task_to_env, task_to_env

@@ -155,6 +155,8 @@ class RewardFuncsTaskConfig(TaskSection):
     quality = the weighted sum of `reward_funcs`, the file's other columns their keywords."""
 
     graded: ClassVar[bool] = True  # a user's sum of scores: no final answer to compare
+    # A run saved before task.answer_func had none (its default, None).
+    added_keys: ClassVar[tuple[str, ...]] = ("answer_func",)
     kind: Literal["reward_funcs"]
     data_path: str
     prompt_key: str = "prompt"

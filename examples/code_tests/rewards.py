@@ -95,6 +95,6 @@ def normalised_code(prompts, completions, **kwargs) -> list[str | None]:
     for completion in completions:
         try:
             answers.append(ast.unparse(ast.parse(code_of(completion_text(completion)))))
-        except (SyntaxError, ValueError):  # not a program: no answer to repeat
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # not a program we can read
             answers.append(None)
     return answers

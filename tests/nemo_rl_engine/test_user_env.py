@@ -165,19 +165,27 @@ def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_d
         assert datum["message_log"][0]["content"] == "<user>say no\n<assistant>"
         info = datum["extra_env_info"]
         assert info["columns"] == {"id": "b", "target": "no"}
+        # what NeMo-RL's calculate_rewards hands an environment: each message's role and
+        # content, no token ids (rollouts.py's get_keys_from_message_log)
         logs = [
-            [*dataset[i]["message_log"], {"role": "assistant", "content": text, "token_ids": ids}]
-            for i, text, ids in ((0, "yes", [5, 6, 7]), (1, "yes", [5]))
+            [
+                *({"role": m["role"], "content": m["content"]} for m in dataset[i]["message_log"]),
+                {"role": "assistant", "content": text},
+            ]
+            for i, text in ((0, "yes"), (1, "no!"))
         ]
         metadata = [dataset[0]["extra_env_info"], info]
         env = task_to_env[TASK_NAME]
         result = ray.get(env.step.remote(logs, metadata))
-        # matches 1, 0; ids_count 3, 1 (x0.25)
-        assert result.rewards.tolist() == [1.75, 0.25]
+        # completion_ids: the policy tokenizer's ids of each completion's text
+        ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("yes", "no!")]
+        assert [len(i) for i in ids] == [3, 3]  # the character tokenizer: one id a character
+        # matches 1, 0; ids_count 3, 3 (x0.25)
+        assert result.rewards.tolist() == [1.75, 0.75]
         assert result.terminateds.tolist() == [1.0, 1.0]
         # the driver's reward transform reads the rows' final answers from the actor
         assert answers_of(task_to_env, "darling") is None  # its method compares none
-        assert answers_of(task_to_env, "outcome")(logs, metadata) == ["yes", "yes"]
+        assert answers_of(task_to_env, "outcome")(logs, metadata) == ["yes", "no!"]
         metrics = ray.get(env.pop_metrics.remote())
         assert metrics["quality_seconds"] > 0 and metrics["reward_timeouts"] == 0
         assert metrics["answer_timeouts"] == 0

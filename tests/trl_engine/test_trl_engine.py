@@ -563,6 +563,23 @@ def test_a_run_saved_before_the_prompt_budget_resumes_as_before(tmp_path):
         check_resume_config(validate_trl_config(cut))
 
 
+def test_a_reward_funcs_run_saved_before_answer_func_resumes_as_before(tmp_path):
+    import yaml
+
+    from darling_nemo.schema import ConfigError
+    from darling_nemo.trl.run import check_resume_config, validate_trl_config
+
+    task = {"kind": "reward_funcs", "data_path": "p.jsonl", "reward_funcs": ["m:f"]}
+    raw = {"engine": "trl", "output_dir": str(tmp_path), "task": task}
+    saved = validate_trl_config(raw).model_dump(mode="json")
+    del saved["task"]["answer_func"]  # what a run saved before the key was written
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+    check_resume_config(validate_trl_config(raw))  # no answer function: that run's behaviour
+    named = {**raw, "task": {**task, "answer_func": "m:g"}}
+    with pytest.raises(ConfigError, match=r"task\.answer_func: None -> 'm:g'"):
+        check_resume_config(validate_trl_config(named))
+
+
 def test_data_columns_refuse_values_of_the_wrong_type_naming_file_line_and_key():
     from darling_nemo.config import ConfigError
     from darling_nemo.trl.tasks import column, is_answer, is_chat_prompt

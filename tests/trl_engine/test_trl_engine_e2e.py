@@ -495,9 +495,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path)
         # Each step once (without truncate_history the evaluations past the checkpoint
         # would appear twice), every value as in the uninterrupted run.
         assert [r["step"] for r in ours] == [r["step"] for r in theirs]
-        assert [r["step"] for r in ours] == (
-            [0, 1, 2, 3, 4] if "eval" in name else [1, 2, 3, 4]
-        )
+        assert [r["step"] for r in ours] == ([0, 1, 2, 3, 4] if "eval" in name else [1, 2, 3, 4])
         for a, b in zip(ours, theirs, strict=True):
             a, b = ({k: v for k, v in r.items() if k not in TIMINGS} for r in (a, b))
             assert a == pytest.approx(b, rel=1e-5, abs=1e-6), a["step"]
