@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from helpers import RECIPE_ENV, run_python, start_recipe_as_from_a_terminal
@@ -215,7 +214,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(bad_inputs, args, expec
 def test_rehearse_outside_the_nemo_rl_environment_says_what_to_run():
     if importlib.util.find_spec("nemo_rl") is not None:
         pytest.skip("NeMo-RL is importable here: the rehearsal would run")
-    rehearsals = {p.name for p in Path("/tmp").glob("darling-rehearsal-*")}
+    # (No check of /tmp for a rehearsal folder left: CI's NeMo-RL sessions make such folders
+    # at the same time, so a new one there is not this command's; the refusal comes before
+    # rehearse(), which alone makes one.)
     proc = run_python(
         "recipes/darling_math.py",
         "--config",
@@ -231,7 +232,6 @@ def test_rehearse_outside_the_nemo_rl_environment_says_what_to_run():
         "--config conf/math_qwen3_4b_darling.yaml --rehearse (the environment is made once by "
         "containers/nemo_rl_cpu_env.sh; docs/rehearsal.md)"
     ]
-    assert {p.name for p in Path("/tmp").glob("darling-rehearsal-*")} <= rehearsals  # none left
 
 
 def test_a_corrected_rerun_is_not_refused_after_a_failed_data_check(bad_inputs):
