@@ -256,7 +256,7 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "mini/default.yaml": (MiniConfig, []),
         "mini/rivals.yaml": (MiniConfig, []),
         "mini/hard.yaml": (MiniConfig, []),
-        "mini/dice_k.yaml": (MiniConfig, []),
+        "mini/dice.yaml": (MiniConfig, []),
         "mini/judge_sweep.yaml": (MiniConfig, []),
         "mini/all_methods.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),

@@ -219,20 +219,20 @@ def test_math_outcome_runs_judge_final_answers_with_math_verify(tmp_path):
 # ------------------------------------------------------------------------- the miniature
 
 
-def test_the_rivals_miniature_shares_everything_but_its_arms_with_the_main_job():
+def test_the_rivals_miniature_shares_everything_but_its_arms_with_the_dice_task():
     from helpers import REPO
 
     from darling_nemo.config import load_config
 
-    default = load_config(REPO / "conf" / "mini" / "default.yaml")
+    dice = load_config(REPO / "conf" / "mini" / "dice.yaml")
     rivals = load_config(REPO / "conf" / "mini" / "rivals.yaml")
-    shared = set(default) - {"arms", "output_dir"}
-    assert {k: rivals[k] for k in shared} == {k: default[k] for k in shared}
-    # the main job's arms first, unchanged (GRPO stays the baseline of the differences)
-    assert list(rivals["arms"])[:3] == list(default["arms"])
-    assert {k: rivals["arms"][k] for k in default["arms"]} == default["arms"]
+    shared = set(dice) - {"arms", "output_dir", "differences"}
+    assert {k: rivals[k] for k in shared} == {k: dice[k] for k in shared}
+    # the dice task's arms first, unchanged (GRPO stays the baseline of the differences)
+    assert list(rivals["arms"])[:3] == list(dice["arms"])
+    assert {k: rivals["arms"][k] for k in dice["arms"]} == dice["arms"]
     assert list(rivals["arms"])[3:] == ["pass_at_k", "outcome", "darling_gdpo"]
-    assert rivals["output_dir"] != default["output_dir"]  # the main job's report stays its own
+    assert rivals["output_dir"] != dice["output_dir"]  # the dice task's report stays its own
 
 
 def test_differences_must_name_a_measured_metric():
@@ -273,7 +273,7 @@ def test_the_rivals_miniature_end_to_end_at_toy_scale(tmp_path, capsys, monkeypa
             "logging.progress_bar=false",
         ]
     )
-    arms = ["grpo", "grpo_no_std", "darling", "pass_at_k", "outcome", "darling_gdpo"]
+    arms = ["grpo", "darling", "grpo_no_std", "pass_at_k", "outcome", "darling_gdpo"]
     assert list(result["arms"]) == arms
     table = capsys.readouterr().out
     for arm in arms[1:]:
