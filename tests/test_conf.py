@@ -257,6 +257,7 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "mini/rivals.yaml": (MiniConfig, []),
         "mini/hard.yaml": (MiniConfig, []),
         "mini/dice.yaml": (MiniConfig, []),
+        "mini/high_lr.yaml": (MiniConfig, []),
         "mini/judge_sweep.yaml": (MiniConfig, []),
         "mini/all_methods.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
