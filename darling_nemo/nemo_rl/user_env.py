@@ -298,9 +298,18 @@ def answers_of(
     def collect(message_logs: Sequence[Any], metadata: Sequence[Any]) -> list[str | None]:
         import ray
 
-        return ray.get(environment.answers.remote(list(message_logs), list(metadata)))
+        replies = [assistant_messages(log) for log in message_logs]
+        return ray.get(environment.answers.remote(replies, list(metadata)))
 
     return collect
+
+
+def assistant_messages(log: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What `keywords` reads of a row's message log: its assistant messages' role, content and
+    token ids. The driver's logs also hold the prompt's messages and per-token log-probs,
+    which this keeps off the Ray call that runs on the step's critical path."""
+    kept = ("role", "content", "token_ids")
+    return [{k: m[k] for k in kept if k in m} for m in log if m["role"] == "assistant"]
 
 
 def setup_user_data(

@@ -20,6 +20,7 @@ from helpers import start_local_ray
 from darling_nemo.nemo_rl.user_env import (
     TASK_NAME,
     UserRewards,
+    assistant_messages,
     dataset_rows,
     environment_config,
     task_section,
@@ -201,3 +202,20 @@ def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_d
     finally:
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_only_the_assistant_messages_travel_to_the_answer_function():
+    """The driver's message logs hold the prompt's messages and per-token log-probs too; the
+    Ray call on the step's critical path carries each row's assistant messages' role,
+    content and token ids, and nothing else."""
+    log = [
+        {"role": "system", "content": "be brief", "token_ids": [1, 2]},
+        {"role": "user", "content": "say no", "token_ids": [3, 4, 5]},
+        {"role": "assistant", "content": "no", "token_ids": [6], "generation_logprobs": [-0.5]},
+        {"role": "assistant", "content": "!"},
+    ]
+    assert assistant_messages(log) == [
+        {"role": "assistant", "content": "no", "token_ids": [6]},
+        {"role": "assistant", "content": "!"},
+    ]
+    assert assistant_messages(log[:2]) == []
