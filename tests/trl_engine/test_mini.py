@@ -306,7 +306,7 @@ def test_report_table_and_summary(tmp_path):
 
 
 def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
-    """The README command at toy scale: 1 seed, its 2 arms, 2 steps each, and the judge sweep's
+    """The README command at toy scale: 1 seed, its 2 arms and GRPO without std, 2 steps each, and the judge sweep's
     kind of arm (DARLING trained with a judge right on 60% of pairs); a rerun trains nothing."""
     for name in PORTABLE_KERNELS:  # cpu_kernels: portable sets them; restored afterwards
         monkeypatch.delenv(name, raising=False)
@@ -327,11 +327,12 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
         "differences=[pass@1,distinct_correct]",
         "logging.report_to=[]",
         "logging.progress_bar=false",
+        "+arms.grpo_no_std={enabled: false}",
         "+arms.darling_judge60={}",
         "judge_accuracy={darling_judge60: 0.6}",
     ]
     result = recipe.main(argv)
-    assert list(result["arms"]) == ["grpo", "darling", "darling_judge60"]
+    assert list(result["arms"]) == ["grpo", "darling", "grpo_no_std", "darling_judge60"]
     for name in result["arms"]:
         summary = result["arms"][name][3]
         assert summary["step"] == 2
@@ -353,8 +354,8 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
         sweep[2]
         == "| judge accuracy | arm | pass@1 gain over grpo | distinct_correct gain over grpo |"
     )
-    assert [row.split(" | ")[:2] for row in sweep[4:6]] == [
-        ["| 1.00", "darling"], ["| 0.60", "darling_judge60"]
+    assert [row.split(" | ")[:2] for row in sweep[4:7]] == [
+        ["| 1.00", "darling"], ["| 0.60", "darling_judge60"], ["| no judge", "grpo_no_std"]
     ]  # fmt: skip
     saved_runs = {
         name: yaml.safe_load((tmp_path / "seed-3" / name / "config.yaml").read_text())["task"]
@@ -369,7 +370,7 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     assert f"torch_cpu_capability {torch.backends.cpu.get_cpu_capability()}" in table
 
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("seed-3/*/final_metrics.json")}
-    assert len(stamps) == len(result["arms"]) == 3
+    assert len(stamps) == len(result["arms"]) == 4
     first_report = (tmp_path / "comparison.md").read_text()
     assert f"wall time {result['wall_seconds']:.0f} s" in first_report
     assert "resumed" not in first_report
