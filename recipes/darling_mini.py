@@ -45,14 +45,13 @@ from darling_nemo.mini.report import (
     wall_time_note,
 )
 from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
-from darling_nemo.mini.task import prompt_text
-from darling_nemo.mini.warm_start import warm_start
+from darling_nemo.mini.warm_start import MiniatureTask, warm_start
 from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.run_folder import run_lock
 from darling_nemo.schema import ConfigError, DarlingConfig, MiniConfig, validate_section
+from darling_nemo.tasks import Prompts, task_of
 from darling_nemo.trl.policy import tiny_policy, word_tokenizer
 from darling_nemo.trl.run import check_resume_config, run
-from darling_nemo.trl.tasks import digit_sum_targets, digit_sum_task
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "mini" / "default.yaml"
 WARM_START_SETTINGS = "warm_start_settings.json"  # what a warm start was made with
@@ -81,8 +80,12 @@ def main(argv: list[str] | None = None) -> dict:
         raise ConfigError(f"{args.config}: {err}") from None
     if cfg.torch_threads is not None:
         torch.set_num_threads(cfg.torch_threads)
-    split = digit_sum_targets(cfg.task)
-    max_positions = len(prompt_text(0).split()) + cfg.trainer.max_completion_length
+    entry = task_of(cfg.task)  # the schema admits only tasks with a miniature
+    assert entry.prompts is not None and entry.miniature is not None
+    prompts = entry.prompts(cfg)
+    mini_task = entry.miniature(cfg.task, cfg.warm_start)
+    prompt_words = max(len(row["prompt"].split()) for row in prompts.train + prompts.heldout)
+    max_positions = prompt_words + cfg.trainer.max_completion_length
 
     # 2. Reuse only what was made with these settings: a warm start or arm made with other
     # settings is refused (naming the keys) before anything trains, never mixed in.
@@ -96,11 +99,17 @@ def main(argv: list[str] | None = None) -> dict:
     except ConfigError as err:
         raise ConfigError(f"{args.config}: {err}") from None
     with run_lock(out):  # one run per folder: a second one stops here, exit 2
-        return train_and_report(cfg, raw, out, split, max_positions, started)
+        return train_and_report(cfg, raw, out, prompts, mini_task, max_positions, started)
 
 
 def train_and_report(
-    cfg: MiniConfig, raw: dict, out: Path, split: dict, max_positions: int, started: float
+    cfg: MiniConfig,
+    raw: dict,
+    out: Path,
+    prompts: Prompts,
+    mini_task: MiniatureTask,
+    max_positions: int,
+    started: float,
 ) -> dict:
     """Steps 3-5 of `main`, holding the output folder's run lock."""
     save_config(raw, out / "config.yaml")
@@ -112,7 +121,7 @@ def train_and_report(
         # 3. Warm start: one tiny policy per seed, unsure but capable, shared by every arm.
         warm_dir = out / f"seed-{seed}" / "warm_start"
         if not intact_warm_start(warm_dir):
-            make_warm_start(cfg, seed, split["train"] + split["heldout"], max_positions, warm_dir)
+            make_warm_start(cfg, seed, prompts, mini_task, max_positions, warm_dir)
             wall.save(time.perf_counter())
 
         # 4. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
@@ -130,7 +139,7 @@ def train_and_report(
     note = wall_time_note(
         seconds["wall_seconds"], seconds["wall_seconds_this_run"], wall.earlier_runs
     )
-    write_report(cfg, out, split["heldout"], per_arm, warm, seconds, note)
+    write_report(cfg, out, mini_task, per_arm, warm, seconds, note)
     return {"arms": per_arm, "warm_start": warm, **seconds}
 
 
@@ -150,7 +159,12 @@ def warm_start_settings(cfg: MiniConfig, seed: int, max_positions: int) -> dict:
 
 
 def make_warm_start(
-    cfg: MiniConfig, seed: int, targets: list[int], max_positions: int, warm_dir: Path
+    cfg: MiniConfig,
+    seed: int,
+    prompts: Prompts,
+    mini_task: MiniatureTask,
+    max_positions: int,
+    warm_dir: Path,
 ) -> None:
     """Trains one seed's tiny policy from scratch and saves it (and its settings) to warm_dir:
     written as warm_dir.partial and renamed when whole, so a kill or a full disk never
@@ -162,19 +176,17 @@ def make_warm_start(
             shutil.rmtree(unfinished)
     partial.mkdir(parents=True)
     write_json(partial / WARM_START_SETTINGS, warm_start_settings(cfg, seed, max_positions))
-    task = digit_sum_task(cfg.task)
-    tokenizer = word_tokenizer(task.vocabulary())
+    assert prompts.vocabulary is not None  # a miniature's task writes words
+    tokenizer = word_tokenizer(prompts.vocabulary)
     torch.manual_seed(seed)
     model = tiny_policy(tokenizer, cfg.policy, max_positions)
     losses = warm_start(
         model,
         tokenizer,
-        task,
-        targets,
+        mini_task.warm_start(seed),
         steps=cfg.warm_start.steps,
         batch_size=cfg.warm_start.batch_size,
         learning_rate=cfg.warm_start.learning_rate,
-        zipf_exponent=cfg.warm_start.zipf_exponent,
         seed=seed,
         optimizer=cfg.trainer.optimizer,
         progress=cfg.logging.progress_bar,
@@ -201,17 +213,19 @@ def intact_warm_start(warm_dir: Path) -> bool:
 def write_report(
     cfg: MiniConfig,
     out: Path,
-    heldout: list[int],
+    mini_task: MiniatureTask,
     per_arm: dict[str, dict[int, dict[str, float]]],
     warm: dict[int, dict[str, float]],
     seconds: dict[str, float],
     wall_note: str,
 ) -> None:
     """comparison.md/.json (with the run's conditions), curves.png and pass_at_k.png."""
+    strata = sorted({key for summary in warm.values() for key in summary if "/pass@" in key})
     metrics = [
         *(f"pass@{k}" for k in cfg.evaluation.pass_at_k),
         "distinct_correct",
         "distinct_all",
+        *strata,
     ]
     rows = {WARM_START_ROW: {m: mean_and_std(warm, m) for m in metrics}}
     for name, per_seed in per_arm.items():
@@ -231,7 +245,7 @@ def write_report(
         ]
     conditions = run_conditions()  # after training: the thread count the runs really used
     note = (
-        f"Held-out targets {heldout}, {cfg.evaluation.num_samples} samples per prompt "
+        f"{mini_task.heldout_note}, {cfg.evaluation.num_samples} samples per prompt "
         f"at temperature {cfg.evaluation.temperature}; mean ± std over seeds {cfg.seeds}; "
         f"{cfg.trainer.max_steps} steps per arm; {wall_note}.\n"
         "Conditions (the numbers are bit-identical only under the same ones): "
@@ -243,7 +257,7 @@ def write_report(
     (out / "comparison.md").write_text(text + "\n")
     summary = {"arms": per_arm, "warm_start": warm, **seconds, "conditions": conditions}
     (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
-    title = figure_title(cfg, heldout)
+    title = figure_title(cfg, mini_task.title)
     plot_curves(
         {name: [out / f"seed-{s}" / name for s in cfg.seeds] for name in cfg.arms},
         out / "curves.png",

@@ -77,12 +77,11 @@ def pass_at_k_bands(
     }
 
 
-def figure_title(cfg: MiniConfig, heldout: Sequence[int]) -> str:
-    """Two lines: the task, then the settings every arm shares."""
-    task, trainer, evaluation = cfg.task, cfg.trainer, cfg.evaluation
+def figure_title(cfg: MiniConfig, task_line: str) -> str:
+    """Two lines: the task (`task_line`), then the settings every arm shares."""
+    trainer, evaluation = cfg.trainer, cfg.evaluation
     return (
-        f"Dice task: {task.length} dice ({task.min_digit}..{task.max_digit}) totalling S; "
-        f"held out of RL: S = {', '.join(map(str, heldout))}\n"
+        f"{task_line}\n"
         f"{len(cfg.seeds)} seeds, {trainer.max_steps} RL steps of {trainer.prompts_per_step} "
         f"prompts x {trainer.group_size} samples at T = {trainer.temperature:g}; "
         f"held-out: {evaluation.num_samples} samples / prompt at T = {evaluation.temperature:g}"

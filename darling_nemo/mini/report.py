@@ -43,6 +43,7 @@ def arm_summary(run_dir: Path, ks: Sequence[int]) -> dict[str, float]:
         "distinct_correct": final["distinct_correct"],
         "distinct_all": final["distinct_all"],
         "train_diversity_mean": float(np.mean(diversity)) if diversity else float("nan"),
+        **{key: value for key, value in final.items() if "/pass@" in key},
     }
 
 

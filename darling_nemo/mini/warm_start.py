@@ -1,15 +1,18 @@
 """Warm start: a short supervised phase so the tiny policy begins unsure but capable.
 
-The policy is trained on correct answers of every target (training and held-out targets
-alike: this plays the role of pretraining) and stopped early, so it has learned the format
-and roughly how sums work but is right only part of the time. The answers can be drawn
-with Zipf weights over each target's multisets (`DigitSum.sample_answer`), giving the
-policy favourite answers and a tail, like a pretrained model's habits.
+The policy is trained on correct answers of the task's warm-start prompts (the dice task:
+training and held-out targets alike; the routes task: every grid but the held-out ones;
+this plays the role of pretraining) and stopped early, so it has learned the format and
+roughly how the task works but is right only part of the time. The answers are drawn with
+a habit (the dice task: Zipf weights over each target's multisets; the routes task: few
+turns, right first), giving the policy favourite answers and a tail, like a pretrained
+model's habits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -17,18 +20,26 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from darling_nemo.mini.optim import optimizer_class
-from darling_nemo.mini.task import DigitSum, prompt_text
+
+
+@dataclass(frozen=True)
+class WarmStartData:
+    """What a task's warm start trains on: `keys` (ints: the prompts a batch draws from,
+    uniformly), each key's prompt text, and a correct answer's words for a key (drawn with
+    the generator handed in, so the stream of answers is fixed by the seed)."""
+
+    keys: Sequence[int]
+    prompt: Callable[[int], str]
+    answer: Callable[[int, np.random.Generator], list[str]]
 
 
 def warm_start(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
-    task: DigitSum,
-    targets: Sequence[int],
+    data: WarmStartData,
     steps: int,
     batch_size: int,
     learning_rate: float,
-    zipf_exponent: float,
     seed: int,
     optimizer: str,
     progress: bool = True,
@@ -40,23 +51,23 @@ def warm_start(
     """
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    prompt_ids = {t: tokenizer(prompt_text(t))["input_ids"] for t in targets}
-    for target, ids in prompt_ids.items():
+    prompt_ids = {key: tokenizer(data.prompt(key))["input_ids"] for key in data.keys}
+    for key, ids in prompt_ids.items():
         if tokenizer.unk_token_id in ids:
             raise ValueError(
-                f"warm_start: the tokenizer does not know the prompt {prompt_text(target)!r}"
+                f"warm_start: the tokenizer does not know the prompt {data.prompt(key)!r}"
             )
-    digit_id = {int(d): tokenizer.convert_tokens_to_ids(d) for d in task.digits}
-    prompt_length = len(prompt_ids[targets[0]])  # "T<tens> U<units>": the same for all
+    prompt_length = len(prompt_ids[data.keys[0]])
+    if any(len(ids) != prompt_length for ids in prompt_ids.values()):
+        raise ValueError("warm_start: the prompts must all have the same number of tokens")
     optimizer = optimizer_class(optimizer)(model.parameters(), lr=learning_rate)
     model.train()
     losses = []
     for _ in tqdm(range(steps), desc="warm start", disable=not progress):
         rows = []
-        for t in rng.choice(np.asarray(targets), size=batch_size):
-            answer = task.sample_answer(int(t), zipf_exponent, seed, rng)
-            digits = [digit_id[d] for d in answer]
-            rows.append([*prompt_ids[int(t)], *digits, tokenizer.eos_token_id])
+        for key in rng.choice(np.asarray(data.keys), size=batch_size):
+            answer = tokenizer.convert_tokens_to_ids(data.answer(int(key), rng))
+            rows.append([*prompt_ids[int(key)], *answer, tokenizer.eos_token_id])
         input_ids = torch.tensor(rows)
         labels = input_ids.clone()
         labels[:, :prompt_length] = -100  # the prompt is given, not predicted
@@ -67,3 +78,14 @@ def warm_start(
         losses.append(loss.item())
     model.eval()
     return losses
+
+
+@dataclass(frozen=True)
+class MiniatureTask:
+    """What the miniature's recipe needs of a task beyond its prompts and quality (the task
+    registry's `miniature`): each seed's warm-start data, and how its report and figures
+    name the held-out prompts."""
+
+    warm_start: Callable[[int], WarmStartData]  # seed -> what that seed's warm start trains on
+    heldout_note: str  # the report's words for the held-out prompts ("Held-out targets [13]")
+    title: str  # the figures' first line: the task and what RL never trains on

@@ -96,6 +96,27 @@ class DigitSumTaskConfig(TaskSection):
         return self
 
 
+class LatticeRoutesTaskConfig(TaskSection):
+    """The pre-registered miniature's task (darling_nemo/mini/routes.py): a route of `side` R
+    and `side` U moves that avoids a prompt's 1-3 blocked lattice points."""
+
+    own_judge_rule: ClassVar[str] = "the same route"
+    kind: Literal["lattice_routes"]
+    side: int = Field(4, ge=2, le=4)  # 4: 8 moves, 70 routes; prompts name points 0..side
+    # The warm start's habit, shared by every prompt: weight exp(-turn_cost * turns -
+    # up_first_cost * [first move is U]) over the correct routes of a grid.
+    turn_cost: float = Field(1.0, ge=0.0)
+    up_first_cost: float = Field(3.0, ge=0.0)
+    grid_seed: int = 0  # the fixed order of the solvable grids: held-out first, then train
+    heldout_grids: int = Field(128, ge=1)  # never trained on, by RL or the warm start
+    train_grids: int = Field(400, ge=1)  # RL's prompts
+    hard_mass: float = Field(0.05, gt=0.0, le=1.0)  # a grid is hard below this habit mass
+    # false: the warm start's routes follow the habit whatever the prompt's walls (it learns
+    # the format and the habit; reading the walls is left to RL); true: only routes that
+    # avoid the walls (it learns to read them too)
+    warm_start_obeys_walls: bool = False
+
+
 class MathTaskConfig(TaskSection):
     """Verifiable math from a JSONL file; quality 1 if math-verify accepts the boxed answer."""
 
@@ -188,6 +209,7 @@ class RewardFuncsTaskConfig(TaskSection):
 
 BUILTIN_TASK_CONFIGS: tuple[type[TaskSection], ...] = (
     DigitSumTaskConfig,
+    LatticeRoutesTaskConfig,
     MathTaskConfig,
     ChatTaskConfig,
     RewardFuncsTaskConfig,
@@ -341,12 +363,19 @@ class TrlRunConfig(TrlSharedConfig):
 
 
 class WarmStartConfig(Strict):
-    """Supervised warm start of the miniature's tiny policy (darling_nemo/mini/warm_start.py)."""
+    """Supervised warm start of the miniature's tiny policy (darling_nemo/mini/warm_start.py).
+    zipf_exponent is the dice task's habit; the routes task's is in its `task:` section."""
 
     steps: int = Field(200, ge=1)
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(3e-3, gt=0.0)
     zipf_exponent: float = Field(1.0, ge=0.0)  # 0: every correct digit multiset equally often
+
+
+MiniTaskConfig = Annotated[
+    DigitSumTaskConfig | LatticeRoutesTaskConfig, Field(discriminator="kind")
+]
+"""The tasks the miniature warm-starts a tiny policy on (the task registry's `warm_start`)."""
 
 
 class MiniConfig(TrlSharedConfig):
@@ -363,7 +392,7 @@ class MiniConfig(TrlSharedConfig):
     # fastest kernels, whose rounding differs between CPUs (darling_nemo/mini/reproducibility.py)
     cpu_kernels: Literal["portable", "native"] = "portable"
     policy: TinyPolicyConfig = Field(default_factory=TinyPolicyConfig)
-    task: DigitSumTaskConfig
+    task: MiniTaskConfig
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
     # name -> darling: section; every other setting is shared. The first arm is the baseline.
     arms: dict[str, DarlingConfig] = Field(min_length=1)
@@ -383,13 +412,22 @@ class MiniConfig(TrlSharedConfig):
             check_method_fits(self.task, darling, self.trainer.group_size, f"arms.{name}")
         measured = [f"pass@{k}" for k in self.evaluation.pass_at_k]
         measured += ["distinct_correct", "distinct_all"]
-        unknown = [key for key in self.differences if key not in measured]
+        measured += [f"<stratum>/{key}" for key in measured if key.startswith("pass@")]
+        unknown = [
+            key
+            for key in self.differences
+            if key not in measured and f"<stratum>/{key.partition('/')[2]}" not in measured
+        ]
         if unknown:
             raise ValueError(f"differences: {unknown} not measured; choose from {measured}")
         strangers = [name for name in self.judge_accuracy if name not in self.arms]
         if strangers:
             raise ValueError(
                 f"judge_accuracy: {strangers} are not arms; arms are {list(self.arms)}"
+            )
+        if self.judge_accuracy and "judge_accuracy" not in type(self.task).model_fields:
+            raise ValueError(
+                f"judge_accuracy: task.kind={self.task.kind} has no judge of chosen accuracy"
             )
         return self
 
@@ -415,7 +453,7 @@ class MiniConfig(TrlSharedConfig):
     def seed_dir(self, seed: int) -> Path:
         return Path(self.output_dir) / f"seed-{seed}"
 
-    def arm_task(self, arm: str) -> DigitSumTaskConfig:
+    def arm_task(self, arm: str) -> DigitSumTaskConfig | LatticeRoutesTaskConfig:
         """The task as `arm` trains on it: its own judge accuracy where `judge_accuracy` names it."""
         if arm not in self.judge_accuracy:
             return self.task

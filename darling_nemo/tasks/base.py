@@ -117,6 +117,9 @@ class Task:
     untrained_scores_zero: a randomly initialised policy (TRL's policy.kind=tiny)
         practically never earns quality here, so such a run's reward and loss are 0 at every
         step (the TRL engine says so before it starts).
+    miniature: (its `task:` section, the miniature's `warm_start:` section) -> what the
+        miniature's recipe needs of it (`mini.warm_start.MiniatureTask`: each seed's
+        warm-start data, the report's words); None: the miniature cannot run it.
     """
 
     name: str
@@ -138,3 +141,4 @@ class Task:
     model_paths: Callable[[Any], list[tuple[str, str]]] | None = None
     nemo_rl_setup: str | None = None
     untrained_scores_zero: bool = False
+    miniature: Callable[[Any, Any], Any] | None = None

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from darling_nemo.mini.task import DigitSum, FlippedMultisetJudge, multiset_judge, prompt_text
-from darling_nemo.schema import DigitSumTaskConfig
+from darling_nemo.mini.warm_start import MiniatureTask, WarmStartData
+from darling_nemo.schema import DigitSumTaskConfig, WarmStartConfig
 from darling_nemo.tasks.base import Prompts, QualityFn, Task
 
 
@@ -51,6 +52,32 @@ def embeddings(section: DigitSumTaskConfig) -> Any:
     return digit_sum_task(section).embed
 
 
+def miniature(section: DigitSumTaskConfig, warm: WarmStartConfig) -> MiniatureTask:
+    """Every target, training and held-out alike (the role of pretraining), with Zipf weights
+    over each target's multisets in an order fixed by the seed."""
+    task = digit_sum_task(section)
+    targets = digit_sum_targets(section)
+
+    def data(seed: int) -> WarmStartData:
+        return WarmStartData(
+            keys=targets["train"] + targets["heldout"],
+            prompt=prompt_text,
+            answer=lambda target, rng: [
+                str(d) for d in task.sample_answer(target, warm.zipf_exponent, seed, rng)
+            ],
+        )
+
+    heldout = targets["heldout"]
+    return MiniatureTask(
+        warm_start=data,
+        heldout_note=f"Held-out targets {heldout}",
+        title=(
+            f"Dice task: {section.length} dice ({section.min_digit}..{section.max_digit}) "
+            f"totalling S; held out of RL: S = {', '.join(map(str, heldout))}"
+        ),
+    )
+
+
 TASK = Task(
     "digit_sum",
     "the dice task",
@@ -60,4 +87,5 @@ TASK = Task(
     own_judge=multiset_judge,
     training_judge=training_judge,
     embeddings=embeddings,
+    miniature=miniature,
 )

@@ -7,7 +7,9 @@ prompts:
 - pass@k for each k: unbiased, from n samples with c correct (`metrics.pass_at_k`);
 - distinct_correct: equivalence classes among the correct responses, by the same
   partition the training reward uses (core.partition_groups with the run's judge);
-- distinct_all: classes among all n responses.
+- distinct_all: classes among all n responses;
+- <stratum>/pass@k: pass@k over the rows of each stratum, where rows name one (the routes
+  task's held-out grids are "hard" or "easy").
 
 The sampling RNG is forked and seeded per call, so evaluating never changes the training
 run's random stream and the same checkpoint always gives the same numbers. A run appends
@@ -108,13 +110,38 @@ def evaluate(
         num_correct.append(len(correct))
         correct_groups.append(correct)
         all_groups.append(completions)
-    distinct_correct = [p.num_classes for p in partition_groups(correct_groups, judge, threshold)]
-    distinct_all = [p.num_classes for p in partition_groups(all_groups, judge, threshold)]
+    distinct_correct = [
+        p.num_classes for p in partition_groups(unique(correct_groups), judge, threshold)
+    ]
+    distinct_all = [p.num_classes for p in partition_groups(unique(all_groups), judge, threshold)]
     result = {
         f"pass@{k}": float(np.mean([pass_at_k(num_samples, c, k) for c in num_correct])) for k in ks
     }
     result["distinct_correct"] = float(np.mean(distinct_correct))
     result["distinct_all"] = float(np.mean(distinct_all))
+    return result | stratum_pass_at_k(rows, num_correct, num_samples, ks)
+
+
+def unique(groups: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Each group's distinct texts, in order. The partition joins equal texts before any
+    judge is asked (`core.lexical_decision`), so the classes are counted the same without
+    the copies, and a group of 128 samples with 70 distinct routes is judged on 70 texts."""
+    return [list(dict.fromkeys(group)) for group in groups]
+
+
+def stratum_pass_at_k(
+    rows: Sequence[Mapping[str, Any]], num_correct: Sequence[int], n: int, ks: Sequence[int]
+) -> dict[str, float]:
+    """Mean pass@k over the rows of each `stratum` a row names ("hard/pass@64"); {} when no
+    row names one."""
+    strata = sorted({str(row["stratum"]) for row in rows if "stratum" in row})
+    result = {}
+    for stratum in strata:
+        counts = [
+            c for row, c in zip(rows, num_correct, strict=True) if row.get("stratum") == stratum
+        ]
+        for k in ks:
+            result[f"{stratum}/pass@{k}"] = float(np.mean([pass_at_k(n, c, k) for c in counts]))
     return result
 
 

@@ -48,8 +48,9 @@ from darling_nemo.mini.task import (
     prompt_text,
     target_of,
 )
-from darling_nemo.mini.warm_start import warm_start
+from darling_nemo.mini.warm_start import WarmStartData, warm_start
 from darling_nemo.schema import ConfigError, DigitSumTaskConfig, MiniConfig, validate_section
+from darling_nemo.tasks import task_of
 from darling_nemo.trl.evaluate import evaluate, sample_completions
 from darling_nemo.trl.policy import char_tokenizer, tiny_llama, word_tokenizer
 from darling_nemo.trl.tasks import build_task, digit_sum_quality, digit_sum_targets
@@ -231,15 +232,18 @@ def tiny_dice_policy(seed: int = 0):
 
 def test_warm_start_teaches_the_format():
     model, tokenizer = tiny_dice_policy()
+    data = WarmStartData(
+        keys=list(range(12, 31)),
+        prompt=prompt_text,
+        answer=lambda t, rng: [str(d) for d in DICE.sample_answer(t, 1.0, 0, rng)],
+    )
     losses = warm_start(
         model,
         tokenizer,
-        DICE,
-        list(range(12, 31)),
+        data,
         40,
         32,
         3e-3,
-        1.0,
         seed=0,
         optimizer="adamw_portable",
         progress=False,
@@ -579,8 +583,8 @@ def test_curves_plot_titles_its_band_and_draws_the_warm_start(tmp_path):
 def test_figure_title_names_the_task_and_the_settings():
     raw = load_config(str(REPO / "conf" / "mini" / "default.yaml"), [])
     cfg = validate_section(MiniConfig, raw)
-    heldout = digit_sum_targets(cfg.task)["heldout"]
-    assert figure_title(cfg, heldout).splitlines() == [
+    title = task_of(cfg.task).miniature(cfg.task, cfg.warm_start).title
+    assert figure_title(cfg, title).splitlines() == [
         "Dice task: 6 dice (1..6) totalling S; held out of RL: S = 13, 17, 21, 25, 29",
         "5 seeds, 200 RL steps of 14 prompts x 8 samples at T = 1; "
         "held-out: 128 samples / prompt at T = 1",
