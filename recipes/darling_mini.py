@@ -33,6 +33,7 @@ import torch
 
 from darling_nemo.config import check_output_dir, exits_on_config_error, load_config, save_config
 from darling_nemo.manifest import check, damaged_words, write_manifest
+from darling_nemo.mini.arms import run_arms
 from darling_nemo.mini.plots import figure_title, plot_curves, plot_pass_at_k
 from darling_nemo.mini.report import (
     WARM_START_ROW,
@@ -51,7 +52,7 @@ from darling_nemo.run_folder import run_lock
 from darling_nemo.schema import ConfigError, DarlingConfig, MiniConfig, validate_section
 from darling_nemo.tasks import Prompts, task_of
 from darling_nemo.trl.policy import tiny_policy, word_tokenizer
-from darling_nemo.trl.run import check_resume_config, run
+from darling_nemo.trl.run import check_resume_config
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "mini" / "default.yaml"
 WARM_START_SETTINGS = "warm_start_settings.json"  # what a warm start was made with
@@ -116,21 +117,24 @@ def train_and_report(
     wall = WallTime(out, started)  # this invocation's seconds add to what earlier ones spent
 
     per_arm: dict[str, dict[int, dict[str, float]]] = {name: {} for name in cfg.arms}
-    warm: dict[int, dict[str, float]] = {}
-    for seed in cfg.seeds:
+    # One seed at a time, or every seed's warm start first when arm runs go to workers.
+    batches = [[seed] for seed in cfg.seeds] if cfg.workers == 1 else [list(cfg.seeds)]
+    for batch in batches:
         # 3. Warm start: one tiny policy per seed, unsure but capable, shared by every arm.
-        warm_dir = out / f"seed-{seed}" / "warm_start"
-        if not intact_warm_start(warm_dir):
-            make_warm_start(cfg, seed, prompts, mini_task, max_positions, warm_dir)
-            wall.save(time.perf_counter())
+        for seed in batch:
+            warm_dir = out / f"seed-{seed}" / "warm_start"
+            if not intact_warm_start(warm_dir):
+                make_warm_start(cfg, seed, prompts, mini_task, max_positions, warm_dir)
+                wall.save(time.perf_counter())
 
         # 4. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
-        for name in cfg.arms:
+        for seed, name in run_arms(cfg, [(seed, name) for seed in batch for name in cfg.arms]):
             run_dir = out / f"seed-{seed}" / name
-            print(f"\n=== seed {seed}, arm {name!r} -> {run_dir}", flush=True)
-            run(cfg.arm_run(seed, name))
             per_arm[name][seed] = arm_summary(run_dir, cfg.evaluation.pass_at_k)
             wall.save(time.perf_counter())
+    per_arm = {name: {seed: per_arm[name][seed] for seed in cfg.seeds} for name in cfg.arms}
+    warm: dict[int, dict[str, float]] = {}
+    for seed in cfg.seeds:
         first_run = out / f"seed-{seed}" / next(iter(cfg.arms)) / "eval_history.jsonl"
         warm[seed] = json.loads(first_run.read_text().splitlines()[0])  # step 0 = the warm start
 
@@ -220,7 +224,10 @@ def write_report(
     wall_note: str,
 ) -> None:
     """comparison.md/.json (with the run's conditions), curves.png and pass_at_k.png."""
-    strata = sorted({key for summary in warm.values() for key in summary if "/pass@" in key})
+    names = sorted(
+        {key.split("/")[0] for summary in warm.values() for key in summary if "/pass@" in key}
+    )
+    strata = [f"{name}/pass@{k}" for name in names for k in cfg.evaluation.pass_at_k]
     metrics = [
         *(f"pass@{k}" for k in cfg.evaluation.pass_at_k),
         "distinct_correct",

@@ -391,6 +391,9 @@ class MiniConfig(TrlSharedConfig):
     # COMPATIBLE branch), so the table reproduces across such machines; native: this CPU's
     # fastest kernels, whose rounding differs between CPUs (darling_nemo/mini/reproducibility.py)
     cpu_kernels: Literal["portable", "native"] = "portable"
+    # arm runs at once, each in its own process (2 on 2 cores: about half the wall time);
+    # the numbers are the same for any count (darling_nemo/mini/arms.py)
+    workers: int = Field(1, ge=1)
     policy: TinyPolicyConfig = Field(default_factory=TinyPolicyConfig)
     task: MiniTaskConfig
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
