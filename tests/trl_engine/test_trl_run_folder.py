@@ -224,6 +224,11 @@ def test_the_newest_checkpoint_is_chosen_by_step_number_and_verified_first(tmp_p
     for step in (8, 9, 10):
         checkpoint_by_hand(out / f"checkpoint-{step}", manifest=step != 8)
     assert last_checkpoint(out) == out / "checkpoint-10"
+    # A newer checkpoint-11 without its trainer state (a save cut short) is not the last one.
+    (out / "checkpoint-11").mkdir()
+    (out / "checkpoint-11" / "model.safetensors").write_bytes(b"half")
+    assert last_checkpoint(out) == out / "checkpoint-10"
+    shutil.rmtree(out / "checkpoint-11")
     assert announce_resume(out, 12) == out / "checkpoint-10"
     assert capfd.readouterr().out == "resuming from checkpoint-10 (step 10 of 12)\n"
 
