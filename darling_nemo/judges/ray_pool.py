@@ -61,7 +61,9 @@ class RayPoolJudge:
 
         self.cfg = cfg
         if not ray.is_initialized():
-            ray.init(ignore_reinit_error=True, log_to_driver=False)
+            # A local Ray started here serves no dashboard: it would listen on a port with no
+            # authentication (ignored when joining a running cluster, whose owner decides).
+            ray.init(ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
         actor = ray.remote(ClassifierActor).options(
             num_gpus=cfg.num_gpus_per_actor,
             num_cpus=cfg.num_cpus_per_actor,
