@@ -1,11 +1,13 @@
-"""The miniature: GRPO and DARLING side by side on a dice task, on CPU, in minutes.
+"""The miniature: GRPO and DARLING side by side on a small task (the routes task by default,
+the dice task in conf/mini/dice*.yaml), on CPU, in minutes.
 
     uv run recipes/darling_mini.py                                  # conf/mini/default.yaml
-    uv run recipes/darling_mini.py --config conf/mini/default.yaml trainer.max_steps=50
+    uv run recipes/darling_mini.py --config conf/mini/dice_k.yaml trainer.max_steps=50
 
 Reads top to bottom: load and validate the config; for every seed, warm-start one tiny
 policy and train every arm from it with TRL, same seed and settings (only the `darling:`
-section differs); then print and save the comparison table and the plots. Outputs go to
+section differs; `workers` arm runs at once); then print and save the comparison table and
+the plots. Outputs go to
 `output_dir` (default runs/mini): seed-<s>/warm_start, seed-<s>/<arm> (checkpoints, logs,
 eval_history.jsonl), comparison.md/.json, curves.png, pass_at_k.png, wall_time.json (the
 seconds of every invocation: a rerun reports the total, not only its own). Rerunning the

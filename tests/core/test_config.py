@@ -240,7 +240,7 @@ def test_validation_messages_name_the_key_and_the_allowed_values():
     with pytest.raises(ConfigError) as err:
         validate_section(TrlRunConfig, {"engine": "trl"})
     assert str(err.value).endswith(
-        "task: missing (required; one of digit_sum, math, chat, reward_funcs)"
+        "task: missing (required; one of digit_sum, lattice_routes, math, chat, reward_funcs)"
     )
     for pydantic_wording in ("Input", "Extra inputs", "Field required", "Value error"):
         assert pydantic_wording not in message

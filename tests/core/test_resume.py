@@ -72,7 +72,7 @@ def test_write_json_replaces_the_file_whole_and_leaves_no_temporary(tmp_path):
 
 
 def mini_config(overrides: list[str] | None = None) -> MiniConfig:
-    raw = load_config(REPO / "conf" / "mini" / "default.yaml", overrides or [])
+    raw = load_config(REPO / "conf" / "mini" / "dice_k.yaml", overrides or [])
     return validate_section(MiniConfig, raw)
 
 

@@ -144,7 +144,7 @@ def test_judge_accuracy_is_refused_outside_a_half_to_one_and_trains_only():
                 DigitSumTaskConfig, {"kind": "digit_sum", "judge_accuracy": bad}, "task"
             )
         assert "\n" not in str(err.value)
-    raw = load_config(str(REPO / "conf" / "mini" / "default.yaml"), [])
+    raw = load_config(str(REPO / "conf" / "mini" / "dice_k.yaml"), [])
     with pytest.raises(ConfigError, match=r"judge_accuracy\.darling"):
         validate_section(MiniConfig, {**raw, "judge_accuracy": {"darling": 0.3}})
     with pytest.raises(ConfigError, match=r"judge_accuracy: \['darlin'\] are not arms"):
@@ -162,7 +162,7 @@ def test_a_run_saved_before_the_judge_accuracy_keys_resumes_with_the_exact_judge
     from darling_nemo.resume import changed_settings
     from darling_nemo.trl.run import with_keys_added_since
 
-    raw = load_config(str(REPO / "conf" / "mini" / "default.yaml"), [])
+    raw = load_config(str(REPO / "conf" / "mini" / "dice_k.yaml"), [])
     run = validate_section(MiniConfig, raw).arm_run(1, "darling").model_dump(mode="json")
     saved = {**run, "task": {k: v for k, v in run["task"].items() if not k.startswith("judge_")}}
     assert changed_settings(with_keys_added_since(saved), run) == []
@@ -310,8 +310,9 @@ def test_report_table_and_summary(tmp_path):
 
 
 def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
-    """The README command at toy scale: 1 seed, its 2 arms and GRPO without std, 2 steps each, and the judge sweep's
-    kind of arm (DARLING trained with a judge right on 60% of pairs); a rerun trains nothing."""
+    """The dice job at toy scale: 1 seed, its 2 arms and GRPO without std, 2 steps each, and the judge sweep's
+    kind of arm (DARLING trained with a judge right on 60% of pairs); a rerun trains nothing.
+    (The routes main job's reduced run is test_mini_reference.py's.)"""
     for name in PORTABLE_KERNELS:  # cpu_kernels: portable sets them; restored afterwards
         monkeypatch.delenv(name, raising=False)
     spec = importlib.util.spec_from_file_location(
@@ -320,6 +321,8 @@ def test_the_mini_recipe_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     recipe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recipe)
     argv = [
+        "--config",
+        str(REPO / "conf" / "mini" / "dice_k.yaml"),
         f"output_dir={tmp_path}",
         "seeds=[3]",
         "warm_start.steps=5",
@@ -581,7 +584,7 @@ def test_curves_plot_titles_its_band_and_draws_the_warm_start(tmp_path):
 
 
 def test_figure_title_names_the_task_and_the_settings():
-    raw = load_config(str(REPO / "conf" / "mini" / "default.yaml"), [])
+    raw = load_config(str(REPO / "conf" / "mini" / "dice_k.yaml"), [])
     cfg = validate_section(MiniConfig, raw)
     title = task_of(cfg.task).miniature(cfg.task, cfg.warm_start).title
     assert figure_title(cfg, title).splitlines() == [

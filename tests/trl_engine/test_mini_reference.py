@@ -31,12 +31,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import RECIPE_ENV, REPO, run_python
+from helpers import HANG_GUARD_S, RECIPE_ENV, REPO, run_python
 
 from darling_nemo.mini.fingerprint import held_across_cpus
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "mini_reference.json"
-REDUCED = [  # the main job's warm start (25 steps) and arms; fewer seeds, steps and samples
+REDUCED = [  # the main job's warm start (100 steps) and arms; fewer seeds, steps and samples
     "seeds=[1]",
     "trainer.max_steps=3",
     "trainer.save_steps=3",
@@ -61,10 +61,16 @@ def weights_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
-def reduced_run(out: Path) -> dict:
-    """Runs the reduced miniature into `out`; its numbers, weight hashes and conditions."""
+def reduced_run(out: Path, workers: int = 1) -> dict:
+    """Runs the reduced miniature into `out` (its arm runs `workers` at a time: the numbers
+    must not depend on it); its numbers, weight hashes and conditions."""
     proc = run_python(
-        "recipes/darling_mini.py", f"output_dir={out}", *REDUCED, env=kernel_free_env(), timeout=900
+        "recipes/darling_mini.py",
+        f"output_dir={out}",
+        *REDUCED,
+        f"workers={workers}",
+        env=kernel_free_env(),
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "comparison.json").read_text())
@@ -134,7 +140,7 @@ def test_the_primitives_fingerprint_matches_on_any_cpu():
 def test_the_reduced_miniature_repeats_its_reference_bit_for_bit(tmp_path):
     skip_unless_portable_kernels_run_here()
     reference = json.loads(REFERENCE.read_text())
-    result = reduced_run(tmp_path)
+    result = reduced_run(tmp_path, workers=2)  # recorded with 1 worker: the same numbers
     assert result["overrides"] == reference["overrides"], "REDUCED changed: rewrite the reference"
     conditions = differing(reference["conditions"], result["conditions"])
     moved = [

@@ -129,3 +129,22 @@ def test_pass_at_k_by_stratum_and_classes_without_copies():
     assert unique([group]) == [[a, b]]
     full, deduped = partition_groups([group, *unique([group])], route_judge, 0.5)
     assert full.num_classes == deduped.num_classes == 2
+
+
+def test_the_main_job_is_the_preregistered_run_less_its_control():
+    """conf/mini/default.yaml's GRPO and DARLING runs are routes.yaml's, setting for setting,
+    so the main job's table repeats the pre-registered run's rows (evaluating less often and
+    running two arms at once change no number)."""
+    main, plan = (
+        validate_section(MiniConfig, load_config(str(REPO / "conf" / "mini" / name), []))
+        for name in ("default.yaml", "routes.yaml")
+    )
+    assert main.seeds == plan.seeds and list(main.arms) == ["grpo", "darling"]
+    assert list(plan.arms) == ["grpo", "darling", "grpo_no_std"]
+    where = {"output_dir", "policy", "logging"}  # the folder, and the console
+    for arm in main.arms:
+        ours, theirs = (cfg.arm_run(1, arm).model_dump(exclude=where) for cfg in (main, plan))
+        assert ours.pop("evaluation") | {"every_steps": 100} == theirs.pop("evaluation")
+        assert ours == theirs
+    for key in ("policy", "task", "warm_start", "cpu_kernels", "torch_threads"):
+        assert getattr(main, key) == getattr(plan, key)
