@@ -68,7 +68,9 @@ def miniature(section: LatticeRoutesTaskConfig, _: WarmStartConfig) -> Miniature
         return WarmStartData(
             keys=list(range(len(grids))),
             prompt=lambda key: prompt_text(grids[key]),
-            answer=lambda key, rng: task.sample_answer(grids[key], rng, section.warm_start_obeys_walls),
+            answer=lambda key, rng: task.sample_answer(
+                grids[key], rng, section.warm_start_obeys_walls
+            ),
         )
 
     return MiniatureTask(

@@ -56,7 +56,8 @@ def test_the_shipped_tasks_and_their_older_spelling():
     assert tasks.task_names() == ("digit_sum", "math", "chat", "reward_funcs")
     assert tasks.task("wildchat") is tasks.task("chat")
     with pytest.raises(
-        KeyError, match="unknown task 'toy': one of digit_sum, lattice_routes, math, chat, reward_funcs"
+        KeyError,
+        match="unknown task 'toy': one of digit_sum, lattice_routes, math, chat, reward_funcs",
     ):
         tasks.task("toy")
 
