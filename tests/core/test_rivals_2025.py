@@ -44,11 +44,35 @@ def test_unlikeliness_by_hand():
 
 
 def test_unlikeliness_ties_keep_response_order_and_groups_rank_apart():
-    # two groups of 2, all log-probs equal: ranks 0, 1 in each group (row order)
-    s = validate_darling({"method": "unlikeliness", "unlikeliness_penalty": 1.0}).settings()
+    # two groups of 2, all log-probs equal: ranks 0, 1 in each group (row order); all
+    # correct, so ranked only with unlikeliness_drop_uniform off
+    s = validate_darling(
+        {"method": "unlikeliness", "unlikeliness_penalty": 1.0, "unlikeliness_drop_uniform": False}
+    ).settings()
     batch = darling_batch(list("abcd"), [1] * 4, [0, 1, 0, 1], None, s, logprobs=[-1.0] * 4)
     # group 0 = rows 0, 2 -> ranks 0, 1 -> 1, 1/2; group 1 = rows 1, 3 likewise
     np.testing.assert_array_equal(batch.reward, [1.0, 1.0, 0.5, 0.5])
+
+
+def test_unlikeliness_drops_a_group_whose_rewards_are_all_equal_by_default():
+    # the authors' advantage_threshold: group 0 (rows 0, 1) all correct, group 1 (rows 2, 3)
+    # mixed. Group 0 keeps 1, 1 (advantage 0); group 1 is ranked: row 2 (-2.0) rank 0 keeps
+    # 1, row 3 is wrong: 0. Advantages: group 0 0, 0; group 1 +1/2, -1/2.
+    s = validate_darling({"method": "unlikeliness"}).settings()
+    assert s.keys["unlikeliness_drop_uniform"] is True
+    logprobs = [-1.0, -3.0, -2.0, -0.5]
+    batch = darling_batch(list("abcd"), [1, 1, 1, 0], [0, 0, 1, 1], None, s, logprobs=logprobs)
+    np.testing.assert_array_equal(batch.reward, [1.0, 1.0, 1.0, 0.0])
+    np.testing.assert_array_equal(batch.advantage, [0.0, 0.0, 0.5, -0.5])
+    # off: the all-correct group is ranked by likelihood alone (row 1 rank 0, row 0 rank 1:
+    # 1 and 1 - 1/8), so its likelier answer is pushed down
+    off = validate_darling({"method": "unlikeliness", "unlikeliness_drop_uniform": False})
+    batch = darling_batch(
+        list("abcd"), [1, 1, 1, 0], [0, 0, 1, 1], None, off.settings(), logprobs=logprobs
+    )
+    np.testing.assert_array_equal(batch.reward[:2], [7 / 8, 1.0])
+    # all wrong: nothing either way
+    assert unlikeliness_rewards([0, 0], [-1.0, -2.0], 0.25, drop_uniform=True).tolist() == [0, 0]
 
 
 @settings(max_examples=60)
