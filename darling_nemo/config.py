@@ -98,8 +98,28 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Where a `defaults:` entry is looked for after the folder of the file naming it: the
+# package's conf/ (the checkout's, or the image's /opt/darling-nemo), so a config copied out
+# of conf/ (docs/your-own-task.md) still finds base/common.yaml.
+PACKAGE_CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def find_parent(child: Path, parent: str) -> Path:
+    """The file a `defaults:` entry of `child` names: beside `child`, else under the package's
+    conf/; a ConfigError names every place it looked."""
+    places = [child.parent / parent]
+    if not Path(parent).is_absolute() and PACKAGE_CONF.resolve() != child.parent.resolve():
+        places.append(PACKAGE_CONF / parent)
+    for place in places:
+        if place.is_file():
+            return place
+    looked = ", ".join(str(place) for place in places)
+    raise ConfigError(f"{child}: defaults entry {parent!r} not found (looked in {looked})")
+
+
 def load_yaml_with_defaults(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read one YAML file, merged over its `defaults:` parents (paths relative to it)."""
+    """Read one YAML file, merged over its `defaults:` parents (each beside it, else under the
+    package's conf/: `find_parent`)."""
     path = Path(path).resolve()
     if path in _seen:
         chain = " -> ".join(str(p) for p in (*_seen, path))
@@ -114,7 +134,9 @@ def load_yaml_with_defaults(path: str | Path, _seen: tuple[Path, ...] = ()) -> d
         raise ConfigError(f"{path}: `defaults` must be a file name or a list of file names")
     merged: dict[str, Any] = {}
     for parent in parents:
-        merged = _deep_merge(merged, load_yaml_with_defaults(path.parent / parent, (*_seen, path)))
+        merged = _deep_merge(
+            merged, load_yaml_with_defaults(find_parent(path, parent), (*_seen, path))
+        )
     return _deep_merge(merged, data)
 
 

@@ -81,6 +81,21 @@ def test_yaml_error_names_file_and_line(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
+def test_a_config_copied_out_of_conf_finds_its_defaults_and_a_missing_one_says_where(tmp_path):
+    shipped = CONF / "code_tests_qwen3_1p7b_darling.yaml"
+    copy = tmp_path / "mine.yaml"  # as docs/your-own-task.md says: copy it, then edit
+    copy.write_text(shipped.read_text())
+    assert load_config(copy) == load_config(shipped)
+    (tmp_path / "local.yaml").write_text("darling:\n  floor: 0.2\n")  # beside it wins
+    copy.write_text("defaults: [local.yaml, base/nowhere.yaml]\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(copy)
+    assert str(err.value) == (
+        f"{copy}: defaults entry 'base/nowhere.yaml' not found (looked in "
+        f"{tmp_path / 'base' / 'nowhere.yaml'}, {CONF / 'base' / 'nowhere.yaml'})"
+    )
+
+
 def test_defaults_cycle_is_reported(tmp_path):
     (tmp_path / "a.yaml").write_text("defaults: b.yaml\n")
     (tmp_path / "b.yaml").write_text("defaults: a.yaml\n")

@@ -82,8 +82,12 @@ def write_config(
             "reward_weights": None,
             **task,
         }
+        # copied out of conf/ as docs/your-own-task.md says: its own `defaults:` entry
+        # (base/common.yaml) is then found in the package's conf/
+        copy = tmp_path / NEMO_RL_CONFIG.name
+        copy.write_text(NEMO_RL_CONFIG.read_text())
         path = tmp_path / "task_nemo_rl.yaml"
-        path.write_text(yaml.safe_dump({"defaults": [str(NEMO_RL_CONFIG)], "task": section}))
+        path.write_text(yaml.safe_dump({"defaults": [copy.name], "task": section}))
         return path
     cfg = {
         "engine": "trl",
