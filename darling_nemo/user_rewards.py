@@ -23,6 +23,7 @@ past the timeout leaves its rows without an answer (`darling/answer_timeouts`).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import inspect
 import math
@@ -104,8 +105,29 @@ def check_signature(func: Callable[..., Any], spec: str, key: str, columns: Sequ
     except TypeError as err:
         raise config_error(
             f"{key}: {spec}{signature} cannot take TRL's keywords prompts=, completions=, "
-            f"completion_ids= and the columns {sorted(columns)} ({err}); add **kwargs"
+            f"completion_ids= and the columns {sorted(columns)} ({err}); "
+            f"{signature_fix(signature, keywords)}"
         ) from None
+
+
+def signature_fix(signature: inspect.Signature, keywords: Mapping[str, Any]) -> str:
+    """What to change: rename a parameter TRL would fill under another name (`completion` ->
+    `completions`), else add **kwargs (TRL passes every column by name)."""
+    needed = [
+        name
+        for name, param in signature.parameters.items()
+        if param.default is inspect.Parameter.empty
+        and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY, param.POSITIONAL_ONLY)
+        and name not in keywords
+    ]
+    renames = [
+        f"{name!r} to {close[0]!r}"
+        for name in needed
+        if (close := difflib.get_close_matches(name, list(keywords), n=1, cutoff=0.75))
+    ]
+    if renames:
+        return "rename " + ", ".join(renames) + " (TRL passes them by these names)"
+    return "add **kwargs"
 
 
 def checked_scores(values: Any, rows: int, spec: str, where: str) -> list[float | None]:
@@ -152,25 +174,42 @@ def check_reward_funcs(
     first_row: Mapping[str, Any],
     prefix: str,
     answer_func: str | None = None,
-) -> None:
+    timeout_s: float | None = None,
+) -> list[str]:
     """The config phase: import every function (and the answer function) and call it once on
     the first prompt with a dummy completion; any problem is a ConfigError naming
-    `<prefix>.reward_funcs[i]` (`<prefix>.answer_func`)."""
+    `<prefix>.reward_funcs[i]` (`<prefix>.answer_func`): a call slower than `timeout_s`
+    (`task.reward_timeout_s`: every call at run time would be stopped and score 0), and a
+    reward function that gives None for every completion. Returns one line per function
+    checked: its key, name, values and seconds."""
     add_python_path(python_path)
-    for i, spec in enumerate(specs):
-        try_on_first_row(spec, f"{prefix}.reward_funcs[{i}]", first_row, checked_scores)
+    checked = [
+        try_on_first_row(spec, f"{prefix}.reward_funcs[{i}]", first_row, checked_scores, timeout_s)
+        for i, spec in enumerate(specs)
+    ]
     if answer_func is not None:
-        try_on_first_row(answer_func, f"{prefix}.answer_func", first_row, checked_answers)
+        checked.append(
+            try_on_first_row(
+                answer_func, f"{prefix}.answer_func", first_row, checked_answers, timeout_s
+            )
+        )
+    return checked
 
 
 def try_on_first_row(
-    spec: str, key: str, first_row: Mapping[str, Any], check: Callable[..., Any]
-) -> None:
+    spec: str,
+    key: str,
+    first_row: Mapping[str, Any],
+    check: Callable[..., Any],
+    timeout_s: float | None = None,
+) -> str:
     """Import `spec`, call it on the first prompt with a dummy completion and `check` what it
-    returns; a problem is a ConfigError naming `key`."""
+    returns (and how long it took); a problem is a ConfigError naming `key`. Returns the line
+    a passing dry run prints for it."""
     columns = {k: [v] for k, v in first_row.items() if k != "prompt"}
     func = resolve(spec, key)
     check_signature(func, spec, key, list(columns))
+    started = time.perf_counter()
     try:
         values = func(
             prompts=[first_row["prompt"]],
@@ -183,10 +222,23 @@ def try_on_first_row(
             f"{key}: {spec} raised {type(err).__name__}: {err} on the first prompt with "
             f"the completion {DUMMY_COMPLETION!r}"
         ) from None
+    seconds = time.perf_counter() - started
     try:
-        check(values, 1, spec, "on the first prompt")
+        values = check(values, 1, spec, "on the first prompt")
     except ValueError as err:
         raise config_error(f"{key}: {err}") from None
+    if timeout_s is not None and seconds > timeout_s:
+        raise config_error(
+            f"{key}: {spec} took {seconds:.1f} s on the first prompt, over "
+            f"task.reward_timeout_s={timeout_s:g} s: at run time every such call is stopped "
+            "and scores 0 (make it faster or raise task.reward_timeout_s)"
+        )
+    if check is checked_scores and all(value is None for value in values):
+        raise config_error(
+            f"{key}: {spec} gave None for every completion of the first prompt (the "
+            f"completion {DUMMY_COMPLETION!r}): a prompt no function scores has no quality"
+        )
+    return f"{key}: {spec} -> {values} in {seconds:.3f} s"
 
 
 _WORKER_FUNCS: dict[str, Callable[..., Any]] = {}

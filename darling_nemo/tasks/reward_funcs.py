@@ -26,7 +26,12 @@ def prompts(cfg: Any) -> Prompts:
     section = cfg.task
     rows, labels = reward_funcs_rows(cfg, section)
     check_reward_funcs(
-        section.reward_funcs, section.python_path, rows[0], "task", section.answer_func
+        section.reward_funcs,
+        section.python_path,
+        rows[0],
+        "task",
+        section.answer_func,
+        section.reward_timeout_s,
     )
     by_prompt = {prompt_key(row["prompt"]): label for row, label in zip(rows, labels, strict=True)}
     return Prompts(rows, [], prompt_words(rows), by_prompt)

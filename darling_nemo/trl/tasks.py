@@ -279,7 +279,16 @@ def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
         raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
     prompt = column(raw[:1], lines[:1], task.prompt_key, task.data_path, "task.prompt_key")[0]
     first = {**{k: v for k, v in raw[0].items() if k != task.prompt_key}, "prompt": prompt}
-    check_reward_funcs(task.reward_funcs, task.python_path, first, "task", task.answer_func)
+    checked = check_reward_funcs(
+        task.reward_funcs,
+        task.python_path,
+        first,
+        "task",
+        task.answer_func,
+        task.reward_timeout_s,
+    )
+    for line in checked:  # what the dry run checked, one line per function
+        print(f"checked {line}", flush=True)
 
 
 def reward_funcs_quality(task: RewardFuncsTaskConfig) -> QualityFn:

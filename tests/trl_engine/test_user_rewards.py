@@ -128,6 +128,16 @@ BAD = {
     "not_a_list": ("{m}:f", "def f(prompts, completions, **kw):\n    return 1.0\n", "not a list"),
     "nan": ("{m}:f", "def f(prompts, completions, **kw):\n    return [float('nan')]\n", "nan"),
     "raises": ("{m}:f", "def f(prompts, completions, **kw):\n    return [1 / 0]\n", "ZeroDivision"),
+    "all_none": (
+        "{m}:f",
+        "def f(prompts, completions, **kw):\n    return [None for _ in completions]\n",
+        "gave None for every completion of the first prompt",
+    ),
+    "singular": (  # TRL's keyword is completions: the hint says what to rename
+        "{m}:f",
+        "def f(prompts, completion, **kw):\n    return [1.0]\n",
+        "rename 'completion' to 'completions'",
+    ),
 }
 
 
@@ -148,6 +158,18 @@ def test_a_bad_reward_function_is_one_line_and_exit_2_at_dry_run(case, engine, t
     assert len(err) == 1, err
     expected = words.format(m=module).replace("reward_funcs[0]", "reward_funcs[1]")
     assert "task.reward_funcs[1]" in err[0] and expected in err[0], err[0]
+
+
+@pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
+def test_a_function_slower_than_the_timeout_is_refused_at_dry_run(engine, tmp_path, capsys):
+    slow = "import time\ndef slow(prompts, completions, **kw):\n    time.sleep(0.5)\n    return [1.0]\n"
+    folder = user_folder(tmp_path, "user_rewards_slow", GOOD + slow)
+    funcs = ["user_rewards_slow:says_answer", "user_rewards_slow:slow"]
+    config = write_config(tmp_path, folder, funcs, engine, reward_timeout_s=0.2)
+    assert run_recipe(TASK, "test", ["--config", str(config), "--dry-run"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "task.reward_funcs[1]: user_rewards_slow:slow took 0." in line
+    assert "over task.reward_timeout_s=0.2 s" in line
 
 
 @pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
@@ -204,6 +226,11 @@ BAD_ANSWERS = {
     ),
     "not_a_list": ("{m}:f", "def f(prompts, completions, **kw):\n    return 'x'\n", "not a list"),
     "raises": ("{m}:f", "def f(prompts, completions, **kw):\n    return [1 / 0]\n", "ZeroDivision"),
+    "singular": (  # TRL's keyword is completions: the hint says what to rename
+        "{m}:f",
+        "def f(prompts, completion, **kw):\n    return [1.0]\n",
+        "rename 'completion' to 'completions'",
+    ),
 }
 
 
@@ -298,7 +325,14 @@ def test_a_good_module_passes_the_dry_run(engine, tmp_path, capsys):
     funcs = ["user_rewards_good:says_answer", "user_rewards_good.short"]
     config = write_config(tmp_path, folder, funcs, engine)
     assert run_recipe(TASK, "test", ["--config", str(config), "--dry-run"]) == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    checked = [line for line in out.splitlines() if line.startswith("checked ")]
+    assert [line.split(" -> ")[0] for line in checked] == [
+        "checked task.reward_funcs[0]: user_rewards_good:says_answer",
+        "checked task.reward_funcs[1]: user_rewards_good.short",
+    ]  # one line per function: name, values, seconds
+    assert checked[1].split(" -> ")[1].startswith("[1.0] in ")
+    printed = yaml.safe_load("\n".join(line for line in out.splitlines() if line not in checked))
     assert printed["engine"] == engine
     assert printed["task"]["reward_funcs"] == funcs
 
