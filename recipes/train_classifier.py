@@ -48,6 +48,7 @@ from darling_nemo.classifier_training.report import (
     embedding_baseline,
     split_metrics,
     write_card,
+    write_scores,
 )
 from darling_nemo.config import (
     RESUMES,
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.save(str(out_dir))
     metrics = split_metrics(heldout, step, minutes)
     threshold, metrics[cfg.mode] = mode.evaluate(out_dir, train_pairs, heldout)
+    write_scores(out_dir, mode.scores)
 
     # 8. The embedding-cosine baseline on the same split.
     if cfg.embedding_baseline:

@@ -31,6 +31,8 @@ RESUMABLE_CHANGES = {
     "max_steps", "device", "num_threads", "eval_batch_size", "embedding_baseline",
     "output_dir", "checkpoint_every_steps", "resume",
 }  # fmt: skip
+# Keys added after checkpoints were saved without them: read there as their defaults.
+ADDED_KEYS = ("cv_folds", "cv_fold")
 
 
 def save_atomically(save_model: Callable[[str], None], state: dict, target: Path) -> None:
@@ -96,7 +98,10 @@ def resume_state(last: Path, cfg: ClassifierTrainConfig) -> dict[str, Any] | Non
         )
         return None
     state = torch.load(last / STATE_FILE, weights_only=False, map_location="cpu")
-    changed = changed_settings(state["config"], cfg.model_dump(mode="json"), RESUMABLE_CHANGES)
+    # a checkpoint saved before the cross-validation keys was trained on the plain split
+    added = {key: ClassifierTrainConfig.model_fields[key].default for key in ADDED_KEYS}
+    saved = {**added, **state["config"]}
+    changed = changed_settings(saved, cfg.model_dump(mode="json"), RESUMABLE_CHANGES)
     if changed:
         raise ConfigError(
             f"{last} was trained with other settings:\n  "

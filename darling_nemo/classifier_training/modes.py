@@ -51,6 +51,9 @@ class PairTraining(ABC):
     model: torch.nn.Module
     max_length: int  # tokens a model input is cut to
     inputs: str  # how a pair reaches the model, for the log
+    # what `evaluate` scored, by part ("heldout", and "train" where it scores it): the pairs
+    # and their scores, written to scores.jsonl so folds' runs can be compared pair by pair
+    scores: dict[str, tuple[list[LabelledPair], np.ndarray]]
 
     def __init__(
         self,
@@ -160,6 +163,7 @@ class CrossEncoderTraining(PairTraining):
     ) -> tuple[float, dict[str, float]]:
         labels = [p.label for p in heldout]
         probs = self.predict(self.encode([(p.a, p.b) for p in heldout]), "held-out")
+        self.scores = {"heldout": (heldout, probs)}
         threshold, calibrated_acc = calibrate_threshold(probs, labels)
         return threshold, {
             "accuracy_at_0.5": accuracy(probs, labels, 0.5),
@@ -225,6 +229,7 @@ class BiEncoderTraining(PairTraining):
         labels = [p.label for p in heldout]
         train_cos = tuned([(p.a, p.b) for p in tqdm(train, desc="embed train", leave=False)])
         cos = tuned([(p.a, p.b) for p in tqdm(heldout, desc="embed held-out", leave=False)])
+        self.scores = {"train": (train, train_cos), "heldout": (heldout, cos)}
         threshold, train_acc = calibrate_threshold(train_cos, [p.label for p in train])
         return threshold, {
             "threshold_calibrated_on_train": threshold,

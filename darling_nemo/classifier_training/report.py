@@ -66,3 +66,13 @@ def write_card(
         if k not in ("kind", "max_length")
     )
     print(f"saved {out_dir}\njudge: --judge {judge_settings['kind']} {flags}")
+
+
+def write_scores(out_dir: Path, scores: dict[str, tuple[list[LabelledPair], np.ndarray]]) -> None:
+    """`scores.jsonl`: per scored pair its line in the data file, part, label and score."""
+    rows = [
+        json.dumps({"line": p.line, "part": part, "similar": p.label, "score": float(score)})
+        for part, (pairs, values) in scores.items()
+        for p, score in zip(pairs, values, strict=True)
+    ]
+    (out_dir / "scores.jsonl").write_text("\n".join(rows) + "\n")

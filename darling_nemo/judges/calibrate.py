@@ -36,7 +36,7 @@ from darling_nemo.judges.calibrated import (
     file_sha256,
     fit_model,
 )
-from darling_nemo.judges.pairdata import LabelledPair, load_pairs
+from darling_nemo.judges.pairdata import LabelledPair, group_key, load_pairs
 from darling_nemo.resources import RESOURCES_DIR
 from darling_nemo.schema import EmbeddingJudgeConfig
 from darling_nemo.schema.judges import SHIPPED_CALIBRATION
@@ -49,11 +49,6 @@ SHIPPED_FILE = RESOURCES_DIR / SHIPPED_CALIBRATION
 # and costs a second embedding per response (docs/calibrated-judge.md).
 DEFAULT_FEATURES = ("cos", "jaccard_words", "jaccard_bigrams", "length_ratio")
 TABLE_DECIMALS = 6
-
-
-def group_key(pair: LabelledPair) -> str:
-    """A short stable name of the pair's prompt (the split and folds group by it)."""
-    return hashlib.sha256(pair.group.encode()).hexdigest()[:16]
 
 
 def compute_table(pairs: Sequence[LabelledPair], model: str | None, prompts: list[str]) -> str:

@@ -256,6 +256,15 @@ def classification_metrics(
     }
 
 
+def error_rates(labels: Sequence[int], said_similar: Sequence[bool]) -> dict[str, float]:
+    """false_similar: the share of different pairs judged similar (what merges classes);
+    false_different: the share of similar pairs judged different."""
+    y, d = np.asarray(labels, int), np.asarray(said_similar, bool)
+    if not 0 < y.sum() < y.size:
+        raise ValueError("error rates need pairs of both labels")
+    return {"false_similar": float(d[y == 0].mean()), "false_different": float((~d[y == 1]).mean())}
+
+
 def auc(scores: Sequence[float], labels: Sequence[int]) -> float:
     """P(score of a similar pair > score of a different one), ties counted one half."""
     s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=int)

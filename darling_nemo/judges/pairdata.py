@@ -8,6 +8,7 @@ in training and evaluation both.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Sequence
@@ -58,6 +59,12 @@ def load_pairs(
     if not pairs:
         raise ValueError(f"{path}: no pairs")
     return pairs
+
+
+def group_key(pair: LabelledPair) -> str:
+    """A short stable name of the pair's group (its prompt): the feature table's `group`,
+    by which the benchmark's folds and a classifier run's `cv_folds` deal pairs."""
+    return hashlib.sha256(pair.group.encode()).hexdigest()[:16]
 
 
 def split_pairs(

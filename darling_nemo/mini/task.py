@@ -77,16 +77,23 @@ class FlippedMultisetJudge:
     accuracy: over many distinct pairs the flipped fraction is 1 - accuracy, and each pair's
     verdict is deterministic and symmetric. Errors fall on both kinds of pair alike, as in the
     paper's classifier (right on 78-79% of human-labelled pairs).
+
+    `false_similar` / `false_different` add a flip of each kind alone (a measured judge's two
+    rates: a pair of different answers said "similar", a pair of one answer said
+    "different"); at their 0.0 defaults the verdicts are those of the symmetric judge.
     """
 
     accuracy: float
     seed: int
+    false_similar: float = 0.0
+    false_different: float = 0.0
 
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         exact = multiset_judge(pairs)
         error = 1.0 - self.accuracy
+        flip = {1.0: error + self.false_different, 0.0: error + self.false_similar}
         return [
-            1.0 - verdict if flip_draw(self.seed, a, b) < error else verdict
+            1.0 - verdict if flip_draw(self.seed, a, b) < flip[verdict] else verdict
             for verdict, (a, b) in zip(exact, pairs, strict=True)
         ]
 

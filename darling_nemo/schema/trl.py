@@ -66,8 +66,13 @@ class DigitSumTaskConfig(TaskSection):
 
     own_judge_rule: ClassVar[str] = "same digit multiset"
     own_embeddings: ClassVar[bool] = True
-    # The judge's accuracy: exact, as every run before the key was.
-    added_keys: ClassVar[tuple[str, ...]] = ("judge_accuracy", "judge_seed")
+    # The judge's accuracy and error rates: exact, as every run before the keys was.
+    added_keys: ClassVar[tuple[str, ...]] = (
+        "judge_accuracy",
+        "judge_seed",
+        "judge_false_similar",
+        "judge_false_different",
+    )
     kind: Literal["digit_sum"]
     # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
     # distinct answers to the digit-multiset judge.
@@ -81,10 +86,21 @@ class DigitSumTaskConfig(TaskSection):
     # fraction of pairs' complement (seeded by judge_seed and the pair's texts, symmetric;
     # darling_nemo/mini/task.py). Evaluation always counts distinct answers exactly.
     judge_accuracy: float = Field(1.0, ge=0.5, le=1.0)
+    # Or asymmetric errors (judge_accuracy left at 1.0): a pair of different answers is
+    # judged "similar" with probability judge_false_similar, a pair of one answer written
+    # twice "different" with judge_false_different (a measured judge's two rates).
+    judge_false_similar: float = Field(0.0, ge=0.0, lt=1.0)
+    judge_false_different: float = Field(0.0, ge=0.0, lt=1.0)
     judge_seed: int = 0
 
     @model_validator(mode="after")
     def _feasible(self) -> DigitSumTaskConfig:
+        rates = self.judge_false_similar or self.judge_false_different
+        if rates and self.judge_accuracy != 1.0:
+            raise ValueError(
+                f"judge_accuracy={self.judge_accuracy} flips both kinds of pair alike: give "
+                "it or judge_false_similar / judge_false_different, not both"
+            )
         low, high = self.length * self.min_digit, self.length * self.max_digit
         if self.min_digit >= self.max_digit:
             raise ValueError(f"min_digit={self.min_digit} must be < max_digit={self.max_digit}")

@@ -42,10 +42,12 @@ def quality(section: DigitSumTaskConfig) -> QualityFn:
 
 
 def training_judge(section: DigitSumTaskConfig) -> FlippedMultisetJudge | None:
-    """The multiset judge made wrong on a chosen fraction of pairs (task.judge_accuracy)."""
-    if section.judge_accuracy == 1.0:
+    """The multiset judge made wrong on a chosen fraction of pairs (task.judge_accuracy), or
+    at chosen false-similar and false-different rates (task.judge_false_*)."""
+    rates = (section.judge_false_similar, section.judge_false_different)
+    if section.judge_accuracy == 1.0 and rates == (0.0, 0.0):
         return None
-    return FlippedMultisetJudge(section.judge_accuracy, section.judge_seed)
+    return FlippedMultisetJudge(section.judge_accuracy, section.judge_seed, *rates)
 
 
 def embeddings(section: DigitSumTaskConfig) -> Any:

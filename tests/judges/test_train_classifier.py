@@ -185,6 +185,10 @@ def test_recipe_trains_resumes_and_saves_a_loadable_classifier(tmp_path, pair_fi
     prompts = {json.loads(lines[k - 1])["q"] for k in heldout}
     train_prompts = {json.loads(line)["q"] for k, line in enumerate(lines, 1) if k not in heldout}
     assert len(heldout) == 10 and not prompts & train_prompts
+    # scores.jsonl: the saved model's score of every held-out pair, by line
+    scored = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert {row["line"] for row in scored if row["part"] == "heldout"} == heldout
+    assert len(scored) == 10 and all(0 <= row["score"] <= 1 for row in scored)
 
     # the saved checkpoint loads through the judge's loading code, as the card says
     judge = make_judge(validate_darling({"judge": card["judge"]}).judge)

@@ -1,0 +1,101 @@
+"""The judge figures of docs/calibrated-judge.md: the shipped head's error rates out of fold,
+the threshold by the partition it makes, a fine-tuned judge's paired comparison, and the
+cross-validation folds a classifier run trains on (numpy and the shipped table only)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+
+from darling_nemo.bench import judge_cv, judge_operating_point
+from darling_nemo.classifier_training.data import load_split
+from darling_nemo.judges import calibrate
+from darling_nemo.judges.calibrated import error_rates, grouped_folds
+from darling_nemo.schema import ClassifierTrainConfig, ConfigError, validate_section
+
+TABLE = calibrate.read_table(calibrate.SHIPPED_TABLE)
+
+
+def printed(main, argv: list[str]) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        main(argv)
+    return out.getvalue()
+
+
+def test_error_rates_by_hand():
+    rates = error_rates([0, 0, 0, 0, 1, 1], [True, False, False, False, False, True])
+    assert rates == {"false_similar": 0.25, "false_different": 0.5}
+    with pytest.raises(ValueError, match="both labels"):
+        error_rates([1, 1], [True, False])
+
+
+def test_the_shipped_heads_error_rates_out_of_fold_are_the_recorded_ones():
+    text = printed(judge_operating_point.main, ["--groups", "50"])
+    # docs/calibrated-judge.md and conf/mini/judge_rates.yaml quote these
+    assert "| all (pooled) | 1000 (327 similar) | 71.3% | 71.1% | 28.2% (190/673) " in text
+    assert "| 29.7% (97/327) |" in text
+    assert text.count("| fold ") == 5
+
+
+def test_class_sizes_and_a_perfect_judges_partition_by_hand():
+    linked = np.zeros((4, 4), dtype=bool)
+    linked[0, 1] = linked[1, 0] = linked[1, 2] = linked[2, 1] = True  # 0-1-2 chained, 3 alone
+    assert judge_operating_point.class_sizes(linked).tolist() == [3, 3, 3, 1]
+    y = np.array([0] * 50 + [1] * 50)
+    perfect = judge_operating_point.partition_errors(y, y.astype(float), 0.3, 200, 0)
+    assert (perfect["mae"] == 0).all()  # every threshold in (0, 1) splits 0 from 1
+    merging = judge_operating_point.partition_errors(y, np.ones(100), 0.3, 200, 0)
+    assert (merging["bias"] < 0).all()  # a judge that says "similar" to all: no diversity
+
+
+def test_cv_folds_are_the_benchmarks_folds():
+    _, y, groups, rows = TABLE
+    folds = grouped_folds(groups, 5, 0)
+    for k in (0, 3):
+        cfg = ClassifierTrainConfig(cv_folds=5, cv_fold=k)
+        pairs, train, heldout = load_split(cfg, calibrate.SHIPPED_PAIRS)
+        lines = np.array([r["line"] for r in rows])
+        assert sorted(p.line for p in heldout) == sorted(lines[folds == k].tolist())
+        assert len(train) + len(heldout) == len(pairs) == y.size
+    with pytest.raises(ConfigError, match=r"cv_fold=5 must be < cv_folds=5"):
+        validate_section(ClassifierTrainConfig, {"cv_folds": 5, "cv_fold": 5}, "classifier")
+
+
+def write_fold_runs(root, score: str, folds: np.ndarray, held_shift: int = 0) -> str:
+    """Fold runs whose `scores.jsonl` scores every pair with the table's column `score`."""
+    _, _, _, rows = TABLE
+    for k in range(5):
+        run = root / f"fold{k}"
+        run.mkdir()
+        held = (folds + held_shift) % 5 == k
+        lines = [
+            {"line": r["line"], "part": "heldout" if held[i] else "train", "score": r[score]}
+            for i, r in enumerate(rows)
+        ]
+        (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return str(root / "fold{k}")
+
+
+def test_the_paired_comparison_of_a_judge_with_itself_is_zero(tmp_path):
+    folds = grouped_folds(TABLE[2], 5, 0)
+    runs = write_fold_runs(tmp_path, "cos", folds)  # "fine-tuned" = the shipped cosine
+    text = printed(judge_cv.main, [runs, "--resamples", "200"])
+    # the head over that cosine is the shipped head: every paired difference is exactly 0
+    head = text.split("calibrated head over the fine-tuned cosine minus")[1]
+    numbers = re.findall(r"[+-]\d+\.\d", head.split("|---|---|---|---|")[1])
+    assert len(numbers) == 18 and set(numbers) == {"+0.0"}  # 3 metrics x 6 figures
+    # the bare cosine at a balanced threshold from its training folds: docs' cross-fitted row
+    assert "| fine-tuned score | 69.1% | 68.6% | 0.752 |" in text
+
+
+def test_a_run_of_another_fold_is_refused(tmp_path):
+    folds = grouped_folds(TABLE[2], 5, 0)
+    runs = write_fold_runs(tmp_path, "cos", folds, held_shift=1)
+    with pytest.raises(SystemExit, match="fold 0's held-out pairs are not fold 0"):
+        judge_cv.main([runs, "--resamples", "10"])
