@@ -35,7 +35,6 @@ import torch
 
 from darling_nemo.config import check_output_dir, exits_on_config_error, load_config, save_config
 from darling_nemo.manifest import check, damaged_words, write_manifest
-from darling_nemo.mini.arms import run_arms
 from darling_nemo.mini.plots import figure_title, plot_curves, plot_pass_at_k
 from darling_nemo.mini.report import (
     WARM_START_ROW,
@@ -53,6 +52,7 @@ from darling_nemo.resume import changed_settings, write_json
 from darling_nemo.run_folder import run_lock
 from darling_nemo.schema import ConfigError, DarlingConfig, MiniConfig, validate_section
 from darling_nemo.tasks import Prompts, task_of
+from darling_nemo.trl.mini_arms import run_arms
 from darling_nemo.trl.policy import tiny_policy, word_tokenizer
 from darling_nemo.trl.run import check_resume_config
 

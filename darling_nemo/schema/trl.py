@@ -408,7 +408,7 @@ class MiniConfig(TrlSharedConfig):
     # fastest kernels, whose rounding differs between CPUs (darling_nemo/mini/reproducibility.py)
     cpu_kernels: Literal["portable", "native"] = "portable"
     # arm runs at once, each in its own process (2 on 2 cores: about half the wall time);
-    # the numbers are the same for any count (darling_nemo/mini/arms.py)
+    # the numbers are the same for any count (darling_nemo/trl/mini_arms.py)
     workers: int = Field(1, ge=1)
     policy: TinyPolicyConfig = Field(default_factory=TinyPolicyConfig)
     task: MiniTaskConfig

@@ -53,7 +53,7 @@ TOY = Task(
 
 
 def test_the_shipped_tasks_and_their_older_spelling():
-    assert tasks.task_names() == ("digit_sum", "math", "chat", "reward_funcs")
+    assert tasks.task_names() == ("digit_sum", "lattice_routes", "math", "chat", "reward_funcs")
     assert tasks.task("wildchat") is tasks.task("chat")
     with pytest.raises(
         KeyError,
@@ -87,7 +87,7 @@ def test_a_second_entry_of_a_name_or_a_wrong_kind_is_refused():
         tasks.register_task(Task("other", "x", aliases=("wildchat",)))
     with pytest.raises(ValueError, match="its config's kind is 'toy', not its name"):
         tasks.register_task(Task("toy2", "x", config=ToyTaskConfig))
-    assert tasks.task_names() == ("digit_sum", "math", "chat", "reward_funcs")
+    assert tasks.task_names() == ("digit_sum", "lattice_routes", "math", "chat", "reward_funcs")
 
 
 def test_the_run_judge_is_decided_once_from_task_and_method():
