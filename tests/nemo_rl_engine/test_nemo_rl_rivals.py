@@ -38,8 +38,9 @@ EXPECTED = {
     "math_qwen3_4b_outcome": [0.1875] * 3 + [-0.5625] + [0.0] * 4,
     # unlikeliness (mean generation log-probs -1, -3, -2, -0.5 | -1, -2, -3, -4; rank 0 =
     # least likely; r = q (1 - rank/16)): A ranks 2, 0, 1, 3 -> .875, 1, .9375, 0 (wrong),
-    # mean .703125; B ranks 3, 2, 1, 0 -> .8125, .875, .9375, 1, mean .90625.
-    "unlikeliness": [0.171875, 0.296875, 0.234375, -0.703125, -0.09375, -0.03125, 0.03125, 0.09375],
+    # mean .703125; B is all correct: dropped, as the authors' advantage_threshold drops it
+    # (unlikeliness_drop_uniform, default true) -> advantage 0 x4.
+    "unlikeliness": [0.171875, 0.296875, 0.234375, -0.703125, 0.0, 0.0, 0.0, 0.0],
     # PKPO, k = 2, loo_minus_one: a correct response C(n-c, 1)/C(4, 2), a wrong one 0.
     # A (c = 3): 1/6 x3, 0, mean 1/8 -> 1/24 x3, -1/8. B (c = 4): C(0, 1) = 0 for all -> 0.
     "pkpo": [1 / 24] * 3 + [-1 / 8] + [0.0] * 4,
