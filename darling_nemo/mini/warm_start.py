@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from darling_nemo.mini.optim import optimizer_class
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,13 @@ def warm_start(
     The loss is on the answer digits and the EOS only (the prompt is given). `optimizer` is a
     `trainer.optimizer` name (darling_nemo.mini.optim.py), AdamW with torch's defaults.
     """
+    # torch, TRL's stack and the optimizer only here: the task registry imports this module
+    # for its dataclasses, and a config check must not load torch (optional dependency).
+    import torch
+    from tqdm.auto import tqdm
+
+    from darling_nemo.mini.optim import optimizer_class
+
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     prompt_ids = {key: tokenizer(data.prompt(key))["input_ids"] for key in data.keys}
