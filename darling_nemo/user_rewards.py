@@ -183,16 +183,20 @@ def check_reward_funcs(
     reward function that gives None for every completion. Returns one line per function
     checked: its key, name, values and seconds."""
     add_python_path(python_path)
-    checked = [
-        try_on_first_row(spec, f"{prefix}.reward_funcs[{i}]", first_row, checked_scores, timeout_s)
-        for i, spec in enumerate(specs)
-    ]
-    if answer_func is not None:
-        checked.append(
-            try_on_first_row(
-                answer_func, f"{prefix}.answer_func", first_row, checked_answers, timeout_s
+    checked = []
+    for i, spec in enumerate(specs):
+        key = f"{prefix}.reward_funcs[{i}]"
+        values, seconds = try_on_first_row(spec, key, first_row, checked_scores, timeout_s)
+        if all(value is None for value in values):
+            raise config_error(
+                f"{key}: {spec} gave None for every completion of the first prompt (the "
+                f"completion {DUMMY_COMPLETION!r}): a prompt no function scores has no quality"
             )
-        )
+        checked.append(f"{key}: {spec} -> {values} in {seconds:.3f} s")
+    if answer_func is not None:
+        key = f"{prefix}.answer_func"
+        values, seconds = try_on_first_row(answer_func, key, first_row, checked_answers, timeout_s)
+        checked.append(f"{key}: {answer_func} -> {values} in {seconds:.3f} s")
     return checked
 
 
@@ -202,10 +206,10 @@ def try_on_first_row(
     first_row: Mapping[str, Any],
     check: Callable[..., Any],
     timeout_s: float | None = None,
-) -> str:
+) -> tuple[list[Any], float]:
     """Import `spec`, call it on the first prompt with a dummy completion and `check` what it
-    returns (and how long it took); a problem is a ConfigError naming `key`. Returns the line
-    a passing dry run prints for it."""
+    returns and how long it took; a problem is a ConfigError naming `key`. Returns the
+    checked values and the call's seconds."""
     columns = {k: [v] for k, v in first_row.items() if k != "prompt"}
     func = resolve(spec, key)
     check_signature(func, spec, key, list(columns))
@@ -233,12 +237,7 @@ def try_on_first_row(
             f"task.reward_timeout_s={timeout_s:g} s: at run time every such call is stopped "
             "and scores 0 (make it faster or raise task.reward_timeout_s)"
         )
-    if check is checked_scores and all(value is None for value in values):
-        raise config_error(
-            f"{key}: {spec} gave None for every completion of the first prompt (the "
-            f"completion {DUMMY_COMPLETION!r}): a prompt no function scores has no quality"
-        )
-    return f"{key}: {spec} -> {values} in {seconds:.3f} s"
+    return values, seconds
 
 
 _WORKER_FUNCS: dict[str, Callable[..., Any]] = {}

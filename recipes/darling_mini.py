@@ -149,14 +149,6 @@ def train_and_report(
     return {"arms": per_arm, "warm_start": warm, **seconds}
 
 
-TRAINING_JUDGE_KEYS = {
-    "judge_accuracy",
-    "judge_seed",
-    "judge_false_similar",
-    "judge_false_different",
-}
-
-
 def warm_start_settings(cfg: MiniConfig, seed: int, max_positions: int) -> dict:
     """Everything a seed's warm start depends on; saved next to it."""
     return {
@@ -167,7 +159,7 @@ def warm_start_settings(cfg: MiniConfig, seed: int, max_positions: int) -> dict:
             include={"policy", "warm_start", "cpu_kernels"},
         ),
         # the training judge's keys: the warm start is supervised, it asks no judge
-        "task": cfg.task.model_dump(mode="json", exclude=TRAINING_JUDGE_KEYS),
+        "task": cfg.task.model_dump(mode="json", exclude=set(type(cfg.task).judge_keys)),
         "optimizer": cfg.trainer.optimizer,
     }
 

@@ -33,8 +33,8 @@ LAYERS: list[set[str]] = [
     {"config"},  # YAML loading and the one error path of every command
     {"plan"},  # the memory plan and the architecture table (read by judges' cost model)
     {"judges", "mini"},
-    {  # the engines, the tasks they train on, and the single-purpose commands
-        "tasks",
+    {"tasks"},  # what a run trains on, below both engines: an engine asks the registry
+    {  # the engines and the single-purpose commands
         "nemo_rl",
         "trl",
         "classifier_training",
@@ -96,3 +96,17 @@ def test_the_checker_sees_an_upward_import(tmp_path, monkeypatch):
     (tmp_path / "x.py").write_text(source)
     assert imports(tmp_path / "x.py") == {"darling_nemo.rehearsal.pacing"}
     assert LAYER_OF[part_of("darling_nemo.rehearsal.pacing")] > LAYER_OF["judges"]
+
+
+def test_neither_engine_imports_the_other():
+    """nemo_rl/ and trl/ share one layer and meet only below it (tasks/, the core): an
+    import between them would tie a cluster run to TRL or a laptop run to NeMo-RL's adapter."""
+    crossing = []
+    for here, there in (("nemo_rl", "trl"), ("trl", "nemo_rl")):
+        for path in sorted((PACKAGE / here).rglob("*.py")):
+            crossing += [
+                f"{path.relative_to(REPO)} imports {target}"
+                for target in sorted(imports(path))
+                if part_of(target) == there
+            ]
+    assert crossing == []

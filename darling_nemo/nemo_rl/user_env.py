@@ -49,7 +49,7 @@ def task_section(cfg: Mapping[str, Any]) -> RewardFuncsTaskConfig | None:
 def dataset_rows(task: RewardFuncsTaskConfig) -> list[dict[str, Any]]:
     """The rows of task.data_path as NeMo-RL's dataset entries: the prompt, the other
     columns and the row's label ("data.jsonl:7 (id x)") for run-time errors."""
-    from darling_nemo.trl.tasks import task_rows
+    from darling_nemo.tasks.rows import task_rows
 
     raw, lines = task_rows(task)
     if not raw:

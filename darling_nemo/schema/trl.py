@@ -53,6 +53,9 @@ class TaskSection(Strict):
     # Keys added after runs were saved without them: a saved run's config that lacks one is
     # read with the key's default, the behaviour that run had (resume's comparison).
     added_keys: ClassVar[tuple[str, ...]] = ()
+    # Keys that change only the judge training asks (the miniature's warm start, supervised,
+    # asks none: a warm start is reused across them).
+    judge_keys: ClassVar[tuple[str, ...]] = ()
 
     @property
     def final_answers(self) -> bool:
@@ -73,6 +76,7 @@ class DigitSumTaskConfig(TaskSection):
         "judge_false_similar",
         "judge_false_different",
     )
+    judge_keys: ClassVar[tuple[str, ...]] = added_keys  # every key added since is the judge's
     kind: Literal["digit_sum"]
     # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
     # distinct answers to the digit-multiset judge.
@@ -147,7 +151,7 @@ class MathTaskConfig(TaskSection):
     prompt_template: str = "{question}\nPut your final answer within \\boxed{{}}."
     # The policy's prompt budget in its tokens (a tiny policy's: words), and what happens to
     # a longer prompt: refused at the data check naming its row, or cut to fit (the question
-    # is cut, the template kept) with one warning (trl/prompt_budget.py).
+    # is cut, the template kept) with one warning (tasks/prompt_budget.py).
     max_prompt_tokens: int = Field(2048, ge=1)
     long_prompts: Literal["refuse", "truncate"] = "refuse"
 
@@ -429,13 +433,18 @@ class MiniConfig(TrlSharedConfig):
         for name, darling in self.arms.items():
             check_task_judge(self.task, darling, f"arms.{name}.judge")
             check_method_fits(self.task, darling, self.trainer.group_size, f"arms.{name}")
-        measured = [f"pass@{k}" for k in self.evaluation.pass_at_k]
-        measured += ["distinct_correct", "distinct_all"]
-        measured += [f"<stratum>/{key}" for key in measured if key.startswith("pass@")]
+        passes = [f"pass@{k}" for k in self.evaluation.pass_at_k]
+        measured = [
+            *passes,
+            "distinct_correct",
+            "distinct_all",
+            *(f"<stratum>/{p}" for p in passes),
+        ]
+        # "hard/pass@64": pass@k over the held-out rows of a stratum (trl/evaluate.py)
         unknown = [
             key
             for key in self.differences
-            if key not in measured and f"<stratum>/{key.partition('/')[2]}" not in measured
+            if key not in measured and key.partition("/")[2] not in passes
         ]
         if unknown:
             raise ValueError(f"differences: {unknown} not measured; choose from {measured}")

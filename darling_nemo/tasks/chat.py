@@ -9,7 +9,7 @@ NeMo-RL data written before the task had one name say `wildchat`, still accepted
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from darling_nemo.schema import (
@@ -19,13 +19,76 @@ from darling_nemo.schema import (
     RewardModelQualityConfig,
 )
 from darling_nemo.tasks.base import NemoRlTask, Prompts, QualityFn, Task
+from darling_nemo.tasks.prompt_budget import fit_prompts
+from darling_nemo.tasks.rows import column, completion_text, is_chat_prompt, prompt_words, task_rows
+
+
+def length_stand_in_quality(target_words: int) -> QualityFn:
+    """STAND-IN, not a quality measure: min(words, target) / target. Smoke runs only."""
+
+    def length_stand_in(
+        prompts: Sequence[Any], completions: Sequence[Any], **_: Any
+    ) -> list[float]:
+        return [
+            min(len(completion_text(c).split()), target_words) / target_words for c in completions
+        ]
+
+    return length_stand_in
+
+
+class RewardModelQuality:
+    """Scores (prompt, response) with a sequence-classification reward model (logit 0).
+
+    The pair is rendered with the reward model's chat template when it has one (user turn,
+    assistant turn), else as prompt + response, like TRL does for reward models.
+    """
+
+    __name__ = "reward_model"
+
+    def __init__(self, cfg: RewardModelQualityConfig) -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.name_or_path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            cfg.name_or_path, num_labels=1
+        ).to(self.device)
+        self.model.eval()
+        self.cfg = cfg
+
+    def render(self, prompt: Any, completion: Any) -> str:
+        """The reward model's input: the conversation in its chat template, if it has one."""
+        response = completion_text(completion)
+        if self.tokenizer.chat_template:
+            messages = (
+                [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+            )
+            messages.append({"role": "assistant", "content": response})
+            return self.tokenizer.apply_chat_template(messages, tokenize=False)
+        return completion_text(prompt) + response
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
+        import torch
+
+        texts = [self.render(p, c) for p, c in zip(prompts, completions, strict=True)]
+        scores: list[float] = []
+        for start in range(0, len(texts), self.cfg.batch_size):
+            encoded = self.tokenizer(
+                texts[start : start + self.cfg.batch_size],
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=self.cfg.max_length,
+                add_special_tokens=not self.tokenizer.chat_template,
+            ).to(self.device)
+            with torch.inference_mode():
+                scores.extend(self.model(**encoded).logits[:, 0].float().tolist())
+        return scores
 
 
 def prompts(cfg: Any) -> Prompts:
     """The file's prompts, each fitted to the prompt budget; none held out."""
-    from darling_nemo.trl.prompt_budget import fit_prompts
-    from darling_nemo.trl.tasks import column, is_chat_prompt, prompt_words, task_rows
-
     section = cfg.task
     raw, lines = task_rows(section)
     if not raw:
@@ -44,8 +107,6 @@ def prompts(cfg: Any) -> Prompts:
 
 
 def quality(section: ChatTaskConfig) -> QualityFn:
-    from darling_nemo.trl.tasks import RewardModelQuality, length_stand_in_quality
-
     if isinstance(section.quality, LengthStandInQualityConfig):
         return length_stand_in_quality(section.quality.target_words)
     return RewardModelQuality(section.quality)

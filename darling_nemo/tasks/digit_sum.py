@@ -7,12 +7,14 @@ unset): it compares final answers already, for every method.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from darling_nemo.mini.task import DigitSum, FlippedMultisetJudge, multiset_judge, prompt_text
 from darling_nemo.mini.warm_start import MiniatureTask, WarmStartData
 from darling_nemo.schema import DigitSumTaskConfig, WarmStartConfig
 from darling_nemo.tasks.base import Prompts, QualityFn, Task
+from darling_nemo.tasks.rows import completion_text
 
 
 def digit_sum_task(section: DigitSumTaskConfig) -> DigitSum:
@@ -35,9 +37,21 @@ def prompts(cfg: Any) -> Prompts:
     )
 
 
-def quality(section: DigitSumTaskConfig) -> QualityFn:
-    from darling_nemo.trl.tasks import digit_sum_quality
+def digit_sum_quality(task: DigitSum) -> QualityFn:
+    """1.0 for an answer of the right length, digits and total, else 0.0."""
 
+    def digit_sum_correct(
+        prompts: Sequence[str], completions: Sequence[Any], **_: Any
+    ) -> list[float]:
+        return [
+            float(task.is_correct(completion_text(p), completion_text(c)))
+            for p, c in zip(prompts, completions, strict=True)
+        ]
+
+    return digit_sum_correct
+
+
+def quality(section: DigitSumTaskConfig) -> QualityFn:
     return digit_sum_quality(digit_sum_task(section))
 
 

@@ -16,6 +16,7 @@ from darling_nemo.mini.routes import LatticeRoutes, prompt_text, route_judge
 from darling_nemo.mini.warm_start import MiniatureTask, WarmStartData
 from darling_nemo.schema import LatticeRoutesTaskConfig, WarmStartConfig
 from darling_nemo.tasks.base import Prompts, QualityFn, Task
+from darling_nemo.tasks.rows import completion_text
 
 
 def routes_task(section: LatticeRoutesTaskConfig) -> LatticeRoutes:
@@ -44,8 +45,6 @@ def prompts(cfg: Any) -> Prompts:
 
 
 def quality(section: LatticeRoutesTaskConfig) -> QualityFn:
-    from darling_nemo.trl.reward import completion_text
-
     task = routes_task(section)
 
     def route_correct(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:

@@ -8,18 +8,33 @@ the methods that need answer classes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from darling_nemo.schema import ConfigError, MathTaskConfig
 from darling_nemo.tasks.base import NemoRlTask, PairJudgeFn, Prompts, QualityFn, Task
+from darling_nemo.tasks.prompt_budget import fit_prompts
+from darling_nemo.tasks.rows import column, completion_text, is_answer, prompt_words, task_rows
+
+
+def math_verify_quality(
+    prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[str], **_: Any
+) -> list[float]:
+    """1.0 if math-verify finds the reference answer in the completion (boxed or last), else 0.0."""
+    from math_verify import parse, verify
+
+    scores = []
+    for completion, reference in zip(completions, answer, strict=True):
+        gold = parse(f"${reference}$")
+        try:
+            scores.append(float(verify(gold, parse(completion_text(completion)))))
+        except Exception:  # math-verify raises on malformed LaTeX or a timeout: not correct
+            scores.append(0.0)
+    return scores
 
 
 def prompts(cfg: Any) -> Prompts:
     """The file's questions in the template, the last `heldout_prompts` held out."""
-    from darling_nemo.trl.prompt_budget import fit_prompts
-    from darling_nemo.trl.tasks import column, is_answer, prompt_words, task_rows
-
     section = cfg.task
     raw, lines = task_rows(section)
     path = section.data_path
@@ -46,8 +61,6 @@ def prompts(cfg: Any) -> Prompts:
 
 
 def quality(section: MathTaskConfig) -> QualityFn:
-    from darling_nemo.trl.tasks import math_verify_quality
-
     return math_verify_quality
 
 

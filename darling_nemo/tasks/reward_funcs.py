@@ -13,14 +13,84 @@ from __future__ import annotations
 
 from typing import Any
 
-from darling_nemo.schema import RewardFuncsTaskConfig
+from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig, TrlRunConfig
 from darling_nemo.tasks.base import AnswerFn, PairJudgeFn, Prompts, QualityFn, Task
+from darling_nemo.tasks.prompt_budget import fit_prompts
+from darling_nemo.tasks.rows import column, is_chat_prompt, prompt_words, task_rows
+
+
+def reward_funcs_rows(
+    cfg: TrlRunConfig, task: RewardFuncsTaskConfig
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of task.data_path (prompt fitted to the budget, every other column kept for
+    the reward functions' keywords) and each row's label for run-time errors."""
+
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    texts = column(
+        raw,
+        lines,
+        task.prompt_key,
+        task.data_path,
+        "task.prompt_key",
+        is_chat_prompt,
+        'a string or a list of {"role": ..., "content": ...} turns',
+    )
+    prompts = fit_prompts(cfg, texts, lambda text: text, lines)
+    rows = [
+        {**{k: v for k, v in row.items() if k != task.prompt_key}, "prompt": prompt}
+        for row, prompt in zip(raw, prompts, strict=True)
+    ]
+    labels = [
+        f"{task.data_path}:{line}" + (f" (id {row['id']})" if "id" in row else "")
+        for row, line in zip(raw, lines, strict=True)
+    ]
+    return rows, labels
+
+
+def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
+    """The config phase (--dry-run): the data file reads and every reward function imports,
+    takes TRL's keywords and scores the first prompt (ConfigError naming the key)."""
+    from darling_nemo.user_rewards import check_reward_funcs
+
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    prompt = column(raw[:1], lines[:1], task.prompt_key, task.data_path, "task.prompt_key")[0]
+    first = {**{k: v for k, v in raw[0].items() if k != task.prompt_key}, "prompt": prompt}
+    checked = check_reward_funcs(
+        task.reward_funcs,
+        task.python_path,
+        first,
+        "task",
+        task.answer_func,
+        task.reward_timeout_s,
+    )
+    for line in checked:  # what the dry run checked, one line per function
+        print(f"checked {line}", flush=True)
+
+
+def reward_funcs_quality(task: RewardFuncsTaskConfig) -> QualityFn:
+    """A user's reward functions (darling_nemo/user_rewards.py) as one quality function, and
+    task.answer_func in the same pool; a row is named in errors by the label the task's
+    prompts give it (`Prompts.row_labels`: task.data_path:line and its id, `build_task`)."""
+    from darling_nemo.user_rewards import UserQuality
+
+    return UserQuality(
+        task.reward_funcs,
+        task.reward_weights,
+        task.python_path,
+        task.reward_workers,
+        task.reward_timeout_s,
+        {},
+        task.answer_func,
+    )
 
 
 def prompts(cfg: Any) -> Prompts:
     """Every row trains (no held-out split); the first is scored once by every function, so
     a function that cannot run fails here, before any model is loaded."""
-    from darling_nemo.trl.tasks import prompt_words, reward_funcs_rows
     from darling_nemo.user_rewards import check_reward_funcs, prompt_key
 
     section = cfg.task
@@ -38,8 +108,6 @@ def prompts(cfg: Any) -> Prompts:
 
 
 def quality(section: RewardFuncsTaskConfig) -> QualityFn:
-    from darling_nemo.trl.tasks import reward_funcs_quality
-
     return reward_funcs_quality(section)
 
 
@@ -58,8 +126,6 @@ def answers(quality: QualityFn) -> AnswerFn | None:
 
 def config_check(section: RewardFuncsTaskConfig) -> None:
     """--dry-run: the data file reads and every function imports and scores the first row."""
-    from darling_nemo.trl.tasks import check_reward_funcs_task
-
     check_reward_funcs_task(section)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,26 +38,11 @@ from darling_nemo.metrics import (
     usage_since,
 )
 from darling_nemo.schema import DarlingConfig
+from darling_nemo.tasks.rows import completion_text
 from darling_nemo.trl.logprobs import LOGPROBS_FIELD
 from darling_nemo.user_rewards import answer_keys
 
 TOKEN_LEVEL_LOSSES = ("bnpo", "dapo")
-
-
-def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
-    """The text of a TRL completion (or prompt): a string, or a conversational list of
-    messages (TRL's completions then are [{"role": "assistant", "content": text}]); content
-    given as parts ([{"type": "text", "text": ...}]) contributes its text parts."""
-    if isinstance(completion, str):
-        return completion
-    texts = []
-    for message in completion:
-        content = message.get("content") or ""
-        if isinstance(content, str):
-            texts.append(content)
-        else:
-            texts.extend(str(part.get("text", "")) for part in content)
-    return "".join(texts)
 
 
 def conversational(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

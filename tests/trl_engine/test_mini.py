@@ -51,9 +51,10 @@ from darling_nemo.mini.task import (
 from darling_nemo.mini.warm_start import WarmStartData, warm_start
 from darling_nemo.schema import ConfigError, DigitSumTaskConfig, MiniConfig, validate_section
 from darling_nemo.tasks import task_of
+from darling_nemo.tasks.digit_sum import digit_sum_quality, digit_sum_targets
 from darling_nemo.trl.evaluate import evaluate, sample_completions
 from darling_nemo.trl.policy import char_tokenizer, tiny_llama, word_tokenizer
-from darling_nemo.trl.tasks import build_task, digit_sum_quality, digit_sum_targets
+from darling_nemo.trl.tasks import build_task
 
 DICE = DigitSum(length=6, min_digit=1, max_digit=6)
 

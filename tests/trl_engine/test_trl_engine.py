@@ -22,8 +22,10 @@ from hypothesis import strategies as st
 from darling_nemo.core import darling_batch
 from darling_nemo.mini.task import DigitSum, multiset_judge
 from darling_nemo.schema import DarlingConfig, validate_darling
-from darling_nemo.trl.reward import DarlingReward, completion_text
-from darling_nemo.trl.tasks import digit_sum_quality, length_stand_in_quality
+from darling_nemo.tasks.chat import length_stand_in_quality
+from darling_nemo.tasks.digit_sum import digit_sum_quality
+from darling_nemo.tasks.rows import completion_text
+from darling_nemo.trl.reward import DarlingReward
 
 
 @pytest.fixture(autouse=True)
@@ -308,7 +310,7 @@ def test_the_judge_is_counted_in_the_trl_metrics():
 def test_trl_trains_on_exactly_the_core_advantage(tmp_path, monkeypatch):
     """One real GRPOTrainer step: the advantages TRL logs are the adapter's, row for row."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from darling_nemo.trl.tasks import length_stand_in_quality
+    from darling_nemo.tasks.chat import length_stand_in_quality
 
     rows = [{"prompt": "Tell me a story."}, {"prompt": "Write a poem."}]
     task = {"task": {"kind": "chat", "data_path": "unused.jsonl"}}
@@ -582,7 +584,7 @@ def test_a_reward_funcs_run_saved_before_answer_func_resumes_as_before(tmp_path)
 
 def test_data_columns_refuse_values_of_the_wrong_type_naming_file_line_and_key():
     from darling_nemo.config import ConfigError
-    from darling_nemo.trl.tasks import column, is_answer, is_chat_prompt
+    from darling_nemo.tasks.rows import column, is_answer, is_chat_prompt
 
     turns = [{"role": "user", "content": "Tell me a story."}]
     rows = [{"prompt": "a story?", "answer": 70}, {"prompt": turns, "answer": "70"}]

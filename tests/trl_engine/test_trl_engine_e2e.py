@@ -283,7 +283,7 @@ def tiny_reward_model(path: Path) -> Path:
 
 def test_reward_model_quality_scores_prompt_plus_response(tmp_path):
     from darling_nemo.schema import RewardModelQualityConfig
-    from darling_nemo.trl.tasks import RewardModelQuality
+    from darling_nemo.tasks.chat import RewardModelQuality
 
     path = tiny_reward_model(tmp_path / "rm")
     quality = RewardModelQuality(
