@@ -19,6 +19,7 @@ LAYOUT = REPO / "docs" / "layout.md"
 # boundary is drawn, so a module added there is one the map must show.
 FULLY_LISTED = {"nemo_rl"}
 NEMO_RL_IMPORTERS = "Outside `nemo_rl/`, these modules import NeMo-RL:"
+EVERY_MODULE = "\n## Every module\n"
 
 
 def shared_basenames(root: Path) -> dict[str, list[str]]:
@@ -192,4 +193,44 @@ def test_the_layout_check_sees_drift():
         "docs/layout.md lacks nemo_rl/prefix_worker.py",
         "docs/layout.md names darling_nemo/gone.py, not on disk",
         "docs/layout.md names nemo_rl/ghost.py, not on disk",
+    ]
+
+
+def module_list_problems(text: str, repo: Path) -> list[str]:
+    """What docs/layout.md's "Every module" list gets wrong against the disk: a module of
+    darling_nemo/ or recipes/ without its line, a line for a module that is gone, a line
+    without a description."""
+    if EVERY_MODULE not in text:
+        return ["docs/layout.md lacks the section 'Every module'"]
+    listed = {}
+    for line in text.split(EVERY_MODULE, 1)[1].split("\n## ", 1)[0].splitlines():
+        entry = re.match(r"- `([\w/]+\.py)`: *(.*)", line)
+        if entry:
+            listed[entry.group(1)] = entry.group(2).strip()
+    on_disk = {
+        str(path.relative_to(repo))
+        for folder in ("darling_nemo", "recipes")
+        for path in (repo / folder).rglob("*.py")
+    }
+    return sorted(
+        [f"docs/layout.md lacks {m}" for m in on_disk - set(listed)]
+        + [f"docs/layout.md names {m}, not on disk" for m in set(listed) - on_disk]
+        + [f"docs/layout.md says nothing of {m}" for m, words in listed.items() if not words]
+    )
+
+
+def test_every_module_has_its_line_in_the_layout():
+    assert module_list_problems(LAYOUT.read_text(), REPO) == []
+
+
+def test_the_module_list_check_sees_drift():
+    text = LAYOUT.read_text()
+    drifted = re.sub(r"(- `recipes/eval_math.py`:).*", r"\1", text)
+    drifted = drifted.replace("- `darling_nemo/core.py`:", "- `darling_nemo/gone.py`:")
+    drifted = drifted.replace("- `darling_nemo/tasks/rows.py`:", "- rows:")
+    assert module_list_problems(drifted, REPO) == [
+        "docs/layout.md lacks darling_nemo/core.py",
+        "docs/layout.md lacks darling_nemo/tasks/rows.py",
+        "docs/layout.md names darling_nemo/gone.py, not on disk",
+        "docs/layout.md says nothing of recipes/eval_math.py",
     ]
