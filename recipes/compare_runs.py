@@ -23,7 +23,7 @@ quiet_start(__name__, "compare_runs")
 import sys
 
 from darling_nemo.config import command_parser, exits_on_config_error
-from darling_nemo.evals.compare import TASK_EVALS, compare_runs, parse_pairs
+from darling_nemo.evals.compare import compare_runs, parse_pairs, task_evals
 from darling_nemo.export import LATEST
 
 
@@ -31,7 +31,7 @@ from darling_nemo.export import LATEST
 def main(argv: list[str] | None = None) -> int:
     parser = command_parser(__doc__)
     parser.add_argument("runs", nargs="+", help="run folders (RESULTS_DIR/RUN_NAME)")
-    parser.add_argument("--task", choices=sorted(TASK_EVALS), required=True)
+    parser.add_argument("--task", choices=sorted(task_evals()), required=True)
     parser.add_argument("--out", required=True, help="folder for the evaluations and report")
     parser.add_argument("--step", default=LATEST, help=f"step of every run (default: {LATEST})")
     parser.add_argument("--eval", action="append", default=[], metavar="NAME=CONFIG")
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = parser.parse_args(argv)
 
-    evals = {**TASK_EVALS[args.task]}
+    evals = task_evals()[args.task]
     for name, configs in parse_pairs(args.eval, "--eval").items():
         evals[name] = configs[-1]
     sets = parse_pairs(args.set, "--set")

@@ -21,15 +21,31 @@ from darling_nemo.evals.plots import make_report
 from darling_nemo.export import LATEST, Checkpoint, export_checkpoint, find_checkpoint
 from darling_nemo.schema import ConfigError
 
+
+def task_evals() -> dict[str, dict[str, str]]:
+    """Each task's evaluations (eval name -> config), asked of the task registry when called,
+    so a task registered from outside the package is there too (its older spellings too)."""
+    return {
+        name: dict(entry.evaluations)
+        for entry in map(tasks.task, tasks.task_names())
+        if entry.evaluations
+        for name in (entry.name, *entry.aliases)
+    }
+
+
+def evals_of(task_name: str) -> dict[str, str]:
+    """A task's evaluations; a task without any is a ConfigError naming those that have."""
+    found = task_evals()
+    if task_name not in found:
+        raise ConfigError(
+            f"TASK={task_name}: no evaluations for this task (tasks with evaluations: "
+            f"{', '.join(sorted(found))})"
+        )
+    return found[task_name]
+
+
 # The paper's settings are the eval configs' defaults (conf/eval/*.yaml, schema.py), but for
 # NoveltyBench's mode: the leaderboard's by default, the paper's with noveltybench:mode=darling.
-# Each task's evaluations, asked of the task registry (its older spellings too).
-TASK_EVALS: dict[str, dict[str, str]] = {
-    name: dict(entry.evaluations)
-    for entry in map(tasks.task, tasks.task_names())
-    if entry.evaluations
-    for name in (entry.name, *entry.aliases)
-}
 RECIPES = {
     "math": "recipes/eval_math.py",
     "noveltybench": "recipes/eval_noveltybench.py",
@@ -111,3 +127,12 @@ def compare_runs(
     report = written["report"]
     report.write_text(report.read_text().replace("\n", f"\n\n## Runs\n\n{runs}\n", 1))
     return {**written, "runs": runs}
+
+
+if __name__ == "__main__":  # slurm/compare.sub: `python -m darling_nemo.evals.compare TASK`
+    try:
+        for eval_name, config in evals_of(sys.argv[1]).items():
+            print(f"{eval_name}={config}")
+    except ConfigError as err:
+        print(f"darling: error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -9,6 +9,7 @@ from test_cli import recipe_main
 from test_slurm import cluster, commands, srun_parts  # noqa: F401 (cluster: a fixture)
 
 from darling_nemo import export
+from darling_nemo.evals.compare import evals_of
 
 
 def test_export_hf_dry_run_prints_one_export_per_run(cluster, capsys):  # noqa: F811
@@ -41,7 +42,12 @@ def test_compare_dry_run_exports_every_run_then_compares(cluster, task, capsys):
     res = cluster.run("compare.sub", env, "--dry-run", extra)
     assert res.returncode == 0, res.stderr
     steps = [srun_parts(argv) for argv in commands(res.stdout)]
-    assert len(steps) == 3  # two exports, then the comparison
+    assert len(steps) == 4  # the task's benchmarks, two exports, then the comparison
+    assert steps[0][2] == ["python", "-m", "darling_nemo.evals.compare", task]
+    assert {f"{name}={config}" for name, config in evals_of(task).items()} <= set(
+        res.stdout.splitlines()
+    )  # the registry answered, here
+    steps = steps[1:]
     for (_, _, cmd), run in zip(steps, runs, strict=False):
         assert cmd == ["python", "-m", "darling_nemo.export", run, "--step", "latest"]
     cmp = steps[2][2]
@@ -59,7 +65,8 @@ def test_compare_dry_run_exports_every_run_then_compares(cluster, task, capsys):
     assert capsys.readouterr().err.startswith(f"compare_runs: run {runs[0]}: no such folder")
 
     bad = cluster.run("compare.sub", {**env, "TASK": "poetry"}, "--dry-run")
-    assert bad.returncode == 2 and "TASK=poetry: give math or wildchat" in bad.stderr
+    assert bad.returncode == 2
+    assert "TASK=poetry: no evaluations for this task (tasks with evaluations: " in bad.stderr
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,14 @@ no task named outside the tasks' home (read with `ast`, nothing imported)."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import ClassVar, Literal
 
 import pytest
 from helpers import REPO
 
 from darling_nemo import tasks
+from darling_nemo.evals.compare import evals_of
 from darling_nemo.mini.task import multiset_judge
 from darling_nemo.recipe import check_config
 from darling_nemo.schema import (
@@ -41,6 +43,7 @@ def toy_check(section: ToyTaskConfig) -> None:
         raise ConfigError(f"task.words: {section.words}: the toy counts to 9")
 
 
+EVALS = {"math": "conf/eval/math.yaml"}
 TOY = Task(
     "toy",
     "the toy task",
@@ -78,8 +81,14 @@ def test_a_toy_task_is_accepted_by_trl_configs_while_registered():
         assert check_config(None, run).task.words == 2
         with pytest.raises(ConfigError, match=r"task\.words: 12: the toy counts to 9"):
             check_config(None, {**run, "task": {"kind": "toy", "words": 12}})
+        # registered after every import: darling-compare (slurm/compare.sub) asks for its
+        # evaluations when called
+        with tasks.registered(replace(TOY, name="toy_evaluated", config=None, evaluations=EVALS)):
+            assert evals_of("toy_evaluated") == EVALS
     with pytest.raises(ConfigError):
         validate_section(TrlRunConfig, run, "")
+    with pytest.raises(ConfigError, match="TASK=toy_evaluated: no evaluations for this task"):
+        evals_of("toy_evaluated")
 
 
 def test_a_second_entry_of_a_name_or_a_wrong_kind_is_refused():
@@ -113,6 +122,9 @@ NAMES_ALLOWED = {
     # rehearses the math recipe.
     ("darling_nemo/bench/step_time.py", "math"),
     ("darling_nemo/bench/step_time.py", "wildchat"),
+    # Its measured figures, where the judge-cost model keeps them, keyed by the same names.
+    ("darling_nemo/judges/cost.py", "math"),
+    ("darling_nemo/judges/cost.py", "wildchat"),
     # A recipe is one task's entry script: it names its task, and the registry says the rest.
     ("recipes/darling_math.py", "math"),
     ("recipes/darling_wildchat.py", "wildchat"),
