@@ -10,6 +10,11 @@ its own line, and makes SIGTERM (what `scancel`, a SLURM preemption and most sch
 send) raise `Terminated`, a KeyboardInterrupt, so it ends the same way: what is kept, the
 same command resumes. Only the standard library is imported here, so the guard is in place
 before anything heavy.
+
+A KeyboardInterrupt raised inside a library can be lost there (measured: 1 Ctrl-C in 4 sent
+as the miniature's warm start began, on a loaded machine, never stopped it), so the handlers
+`started` installs also remember the signal, and a long loop calls `stop_if_interrupted`
+at each step: the command still stops, at most one step later.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from types import FrameType
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as config.INTERRUPTED_EXIT_CODE
 TERMINATED_EXIT_CODE = 143  # 128 + SIGTERM
 _quiet: list[object] = []  # the handler quiet_start installed, while it is installed
+_received: list[int] = []  # the signals `started`'s handlers took, in order
 
 
 class Terminated(KeyboardInterrupt):
@@ -56,15 +62,28 @@ def quiet_start(module_name: str, prog: str) -> None:
     _quiet[:] = [on_interrupt]
 
 
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise KeyboardInterrupt
+
+
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
     raise Terminated  # no words: the command says what it kept
+
+
+def stop_if_interrupted() -> None:
+    """At a long loop's step: Ctrl-C (SIGTERM) received since `started`, even one whose
+    KeyboardInterrupt a library swallowed, raises KeyboardInterrupt (Terminated) here."""
+    if _received:
+        raise Terminated if _received[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 def started() -> None:
     """The command's `main` runs: Ctrl-C raises KeyboardInterrupt again (Python's default),
     SIGTERM raises Terminated (where nobody else handles SIGTERM)."""
     if _quiet and signal.getsignal(signal.SIGINT) is _quiet[0]:  # nobody else's handler
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _raise_interrupted)
     term = signal.getsignal(signal.SIGTERM)
     if term is signal.SIG_DFL or (_quiet and term is _quiet[0]):
         signal.signal(signal.SIGTERM, _raise_terminated)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import RECIPE_ENV, run_python, start_recipe_as_from_a_terminal
+from helpers import HANG_GUARD_S, RECIPE_ENV, run_python, start_recipe_as_from_a_terminal
 
 from darling_nemo.manifest import check
 
@@ -333,6 +333,40 @@ def test_ctrl_c_or_sigterm_is_one_line_saying_what_is_kept(tmp_path, args, start
         assert reached >= saved >= 1
         assert not list(tmp_path.glob(".saving/*"))
         assert all(check(p).problem is None for p in tmp_path.glob("checkpoint-*"))
+
+
+SWALLOWED = """
+import os, signal, sys, time
+from darling_nemo import interrupt
+interrupt.quiet_start("__main__", "t")
+interrupt.started()
+interrupt.stop_if_interrupted()  # nothing received yet: no effect
+try:  # a library that drops the KeyboardInterrupt raised inside it
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    time.sleep(5)  # (the signal's KeyboardInterrupt ends the sleep at once)
+except KeyboardInterrupt:
+    pass
+try:
+    interrupt.stop_if_interrupted()
+except interrupt.Terminated:
+    sys.exit(43)
+except KeyboardInterrupt:
+    sys.exit(42)
+"""
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 42), ("SIGTERM", 43)])
+def test_a_swallowed_interrupt_still_stops_the_next_step(sig, code):
+    """A Ctrl-C (SIGTERM) whose KeyboardInterrupt a library dropped is raised again at the
+    next step of a long loop (`stop_if_interrupted`), as itself."""
+    proc = subprocess.run(  # Ctrl-C as from a terminal (CI's background shell ignores it)
+        [sys.executable, "-c", SWALLOWED, sig],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.returncode == code, proc.stderr
 
 
 def test_an_unreachable_served_judge_stops_a_trl_run_before_it_starts(tmp_path):

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from darling_nemo.interrupt import stop_if_interrupted
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
@@ -70,6 +72,7 @@ def warm_start(
     model.train()
     losses = []
     for _ in tqdm(range(steps), desc="warm start", disable=not progress):
+        stop_if_interrupted()
         rows = []
         for key in rng.choice(np.asarray(data.keys), size=batch_size):
             answer = tokenizer.convert_tokens_to_ids(data.answer(int(key), rng))

@@ -31,6 +31,7 @@ from darling_nemo.config import (
     check_output_dir,
     save_config,
 )
+from darling_nemo.interrupt import stop_if_interrupted
 from darling_nemo.judges.registry import check_judge_models, judge_kind
 from darling_nemo.manifest import check, write_manifest
 from darling_nemo.resume import changed_settings, write_json
@@ -55,7 +56,7 @@ from darling_nemo.trl.checkpoints import (
 )
 from darling_nemo.trl.logprobs import trainer_class_for
 from darling_nemo.trl.reward import DarlingReward, conversational
-from darling_nemo.trl.tasks import Task, build_task, judge_for_method
+from darling_nemo.trl.tasks import TrainingTask, build_task, judge_for_method
 from darling_nemo.user_rewards import RewardFunctionError
 
 
@@ -186,7 +187,7 @@ def prompt_stream(rows: Sequence[dict[str, Any]], cfg: TrlRunConfig) -> list[dic
 
 
 def make_eval_callback(
-    run_cfg: TrlRunConfig, task: Task, tokenizer: Any, history_path: Path
+    run_cfg: TrlRunConfig, task: TrainingTask, tokenizer: Any, history_path: Path
 ) -> Any:
     """A TrainerCallback that evaluates held-out prompts every `evaluation.every_steps`."""
     from transformers import TrainerCallback
@@ -221,6 +222,7 @@ def step_reached_callback(reached: list[int]) -> Any:
     class StepReached(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             reached[0] = state.global_step
+            stop_if_interrupted()  # a Ctrl-C a library swallowed during the step
 
     return StepReached()
 
@@ -491,7 +493,7 @@ def check_model_paths(run_cfg: TrlRunConfig) -> None:
 
 def train(
     run_cfg: TrlRunConfig,
-    task: Task,
+    task: TrainingTask,
     output_dir: Path,
     resume_from: Path | None,
     reached: list[int],
