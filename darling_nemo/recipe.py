@@ -52,7 +52,9 @@ REFERENCE_CONFIG = reference_config_path()
 
 
 @dataclass(frozen=True)
-class Task:
+class Recipe:
+    """A training recipe: its task and the config it runs on each kind of machine."""
+
     name: str  # the task registry's name: its NeMo-RL environment, reward model, judge
     recipe: str  # recipes/<file>
     cpu_config: str  # no NeMo-RL or no GPU: the single-machine TRL engine on CPU
@@ -71,21 +73,21 @@ def nemo_rl_with_gpus() -> tuple[bool, str]:
     return True, f"NeMo-RL is importable and {torch.cuda.device_count()} CUDA GPU(s) are visible"
 
 
-def choose_config(task: Task) -> str:
+def choose_config(recipe: Recipe) -> str:
     """No --config: the task's config for this machine, saying what was chosen and why."""
     gpus, why = nemo_rl_with_gpus()
-    chosen = task.node_config if gpus else task.cpu_config
+    chosen = recipe.node_config if gpus else recipe.cpu_config
     print(f"no --config given; {why}: running {chosen}", flush=True)
     if not gpus:
         print(
             f"  (the single-machine TRL engine on CPU, a smoke run of the DARLING path; the paper's "
-            f"setup is --config {task.cluster_config} on NeMo-RL, docs/nemo-rl-recipes.md)",
+            f"setup is --config {recipe.cluster_config} on NeMo-RL, docs/nemo-rl-recipes.md)",
             flush=True,
         )
     return chosen
 
 
-def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
+def check_config(recipe: Recipe, cfg: dict) -> TrlRunConfig | DarlingConfig:
     """Every key of the file and of the overrides, before anything starts (ConfigError).
 
     The one validation of the run: the TRL engine's whole config, or NeMo-RL's `darling:`
@@ -104,7 +106,7 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
         from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 
         darling = validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
-        nemo_rl = tasks.task(task.name).nemo_rl  # chat's quality: a reward model's score
+        nemo_rl = tasks.task(recipe.name).nemo_rl  # chat's quality: a reward model's score
         needs_reward_model = nemo_rl is not None and nemo_rl.needs_reward_model
         if cfg["env"]["reward_model"]["enabled"] != needs_reward_model:
             other = "darling_wildchat.py" if not needs_reward_model else "darling_math.py"
@@ -112,7 +114,7 @@ def check_config(task: Task, cfg: dict) -> TrlRunConfig | DarlingConfig:
                 f"env.reward_model.enabled={str(not needs_reward_model).lower()}: "
                 f"this config is for recipes/{other}"
             )
-        check_user_task(task, cfg, darling)
+        check_user_task(recipe, cfg, darling)
         return darling
     else:
         raise ConfigError(f"engine: must be nemo_rl or trl, got {engine!r}")
@@ -129,7 +131,7 @@ def check_task_section(section: object) -> None:
         config_check(section)
 
 
-def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
+def check_user_task(recipe: Recipe, cfg: dict, darling: DarlingConfig) -> None:
     """A NeMo-RL config's `task:` section (a user's reward functions): the recipe that runs
     it, its keys, its data file, and every function imported and called once on the first
     prompt (ConfigError naming the key), before Ray or any model load."""
@@ -138,12 +140,12 @@ def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
     from darling_nemo.schema.trl import check_method_fits
 
     section = task_section(cfg)
-    from_section = tasks.task(task.name).nemo_rl_setup is not None  # trained from task:
+    from_section = tasks.task(recipe.name).nemo_rl_setup is not None  # trained from task:
     if (section is None) == from_section:
         raise ConfigError(
-            f"task: missing: {task.recipe} trains a {task.name} task: section"
+            f"task: missing: {recipe.recipe} trains a {recipe.name} task: section"
             if section is None
-            else f"task: this config is for recipes/darling_task.py, not {task.recipe}"
+            else f"task: this config is for recipes/darling_task.py, not {recipe.recipe}"
         )
     if section is not None:
         try:  # graded scores: no final answers for darling.method=outcome
@@ -155,15 +157,15 @@ def check_user_task(task: Task, cfg: dict, darling: DarlingConfig) -> None:
         check_task_section(section)
 
 
-def parser_for(task: Task, description: str) -> argparse.ArgumentParser:
+def parser_for(recipe: Recipe, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=f"uv run {task.recipe}",
+        prog=f"uv run {recipe.recipe}",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
-            f"With no --config: {task.node_config} where NeMo-RL is importable and GPUs are "
-            f"visible, else {task.cpu_config} (TRL engine, CPU, a few minutes).\n"
-            f"example: uv run {task.recipe} --config {task.cluster_config} --dry-run "
+            f"With no --config: {recipe.node_config} where NeMo-RL is importable and GPUs are "
+            f"visible, else {recipe.cpu_config} (TRL engine, CPU, a few minutes).\n"
+            f"example: uv run {recipe.recipe} --config {recipe.cluster_config} --dry-run "
             "grpo.max_num_steps=200"
         ),
     )
@@ -216,28 +218,28 @@ def check_nemo_rl_paths(cfg: dict, darling: DarlingConfig) -> None:
         check_judge_models(darling.judge)
 
 
-def run_recipe(task: Task, description: str, argv: list[str] | None = None) -> int:
+def run_recipe(recipe: Recipe, description: str, argv: list[str] | None = None) -> int:
     """The recipe as a command: exit code 0 done, 1 the job failed, 2 bad input (one line
     naming the key, file or path), 130 Ctrl-C (docs/errors.md)."""
     started()  # Ctrl-C from here on: KeyboardInterrupt, one line (below)
-    args = parser_for(task, description).parse_args(argv)
-    prog = Path(task.recipe).stem
+    args = parser_for(recipe, description).parse_args(argv)
+    prog = Path(recipe.recipe).stem
     try:
-        return run_parsed(task, args)
+        return run_parsed(recipe, args)
     except KeyboardInterrupt:  # outside the engines' own handling (they say what is kept)
         kept = NOTHING_TO_RESUME if args.rehearse or args.smoke else "nothing was trained yet"
         return report_interrupt(prog, kept)
 
 
-def run_parsed(task: Task, args: argparse.Namespace) -> int:
+def run_parsed(recipe: Recipe, args: argparse.Namespace) -> int:
     """`run_recipe` once the command line is parsed."""
-    prog = Path(task.recipe).stem
+    prog = Path(recipe.recipe).stem
 
     # 1. Config: the whole file and every override checked before anything starts.
-    config_path = args.config or choose_config(task)
+    config_path = args.config or choose_config(recipe)
     try:
         cfg = load_config(config_path, args.overrides)
-        checked = check_config(task, cfg)
+        checked = check_config(recipe, cfg)
     except ConfigError as err:
         if args.rehearse or args.smoke:  # a rehearsal or smoke always ends with its verdict
             problems = [line.strip() for line in str(err).splitlines()[1:]] or [str(err)]
@@ -250,7 +252,7 @@ def run_parsed(task: Task, args: argparse.Namespace) -> int:
 
     # 2. Rehearsal (NeMo-RL's real loop on CPU) or smoke (the job on its own GPUs, 3 steps).
     if args.rehearse or args.smoke:
-        return rehearse_or_smoke(task, args, cfg, config_path)
+        return rehearse_or_smoke(recipe, args, cfg, config_path)
     print(yaml.safe_dump(cfg, sort_keys=False), flush=True)
     if args.dry_run:
         return 0
@@ -258,45 +260,45 @@ def run_parsed(task: Task, args: argparse.Namespace) -> int:
     # 3. Single machine: the TRL engine; else 4. NeMo-RL.
     if isinstance(checked, TrlRunConfig):
         return run_trl(prog, checked, config_path)
-    return run_nemo_rl(task, cfg, checked, config_path)
+    return run_nemo_rl(recipe, cfg, checked, config_path)
 
 
-def trl_instead(task: Task, config_path: str) -> str:
+def trl_instead(recipe: Recipe, config_path: str) -> str:
     """What a TRL config offers in place of --rehearse / --smoke."""
-    also = "" if Path(config_path) == Path(task.cpu_config) else f" ({task.cpu_config} is one)"
+    also = "" if Path(config_path) == Path(recipe.cpu_config) else f" ({recipe.cpu_config} is one)"
     return (
-        f"a TRL config runs as it is, on this machine: uv run {task.recipe} --config "
+        f"a TRL config runs as it is, on this machine: uv run {recipe.recipe} --config "
         f"{config_path} trainer.max_steps=2 is its smoke run{also}"
     )
 
 
-def rehearse_or_smoke(task: Task, args: argparse.Namespace, cfg: dict, config_path: str) -> int:
+def rehearse_or_smoke(recipe: Recipe, args: argparse.Namespace, cfg: dict, config_path: str) -> int:
     """--rehearse or --smoke: both for NeMo-RL configs; the rehearsal runs in an environment
     that has NeMo-RL (the plain project environment has not: said in one line, exit 2)."""
-    prog = Path(task.recipe).stem
+    prog = Path(recipe.recipe).stem
     flag = "--rehearse" if args.rehearse else "--smoke"
     if cfg["engine"] != "nemo_rl":
         return report_error(
             prog,
-            f"{config_path}: {flag} is for engine: nemo_rl configs; {trl_instead(task, config_path)}",
+            f"{config_path}: {flag} is for engine: nemo_rl configs; {trl_instead(recipe, config_path)}",
         )
     if args.rehearse:
         if importlib.util.find_spec("nemo_rl") is None:
             return report_error(
                 prog,
                 "--rehearse runs NeMo-RL's own loop, and NeMo-RL is not installed in this "
-                f"environment ({sys.executable}): run .nemo-rl-cpu/bin/python {task.recipe} "
+                f"environment ({sys.executable}): run .nemo-rl-cpu/bin/python {recipe.recipe} "
                 f"--config {config_path} --rehearse (the environment is made once by "
                 "containers/nemo_rl_cpu_env.sh; docs/rehearsal.md)",
             )
         from darling_nemo.rehearsal.run import rehearse
 
-        return rehearse(REPO / task.recipe, config_path, args.overrides, task.name)
+        return rehearse(REPO / recipe.recipe, config_path, args.overrides, recipe.name)
     from darling_nemo.smoke.run import smoke
 
     smoke_dir = Path(args.smoke_dir or f"smoke/{Path(config_path).stem}")
     memory = Path(args.memory_report) if args.memory_report else None
-    return smoke(REPO / task.recipe, config_path, args.overrides, task.name, smoke_dir, memory)
+    return smoke(REPO / recipe.recipe, config_path, args.overrides, recipe.name, smoke_dir, memory)
 
 
 def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
@@ -324,7 +326,7 @@ def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
     return 0
 
 
-def run_nemo_rl(task: Task, cfg: dict, checked: DarlingConfig, config_path: str) -> int:
+def run_nemo_rl(recipe: Recipe, cfg: dict, checked: DarlingConfig, config_path: str) -> int:
     """NeMo-RL (where it is not installed: how to run it), then this machine's paths, the
     one-node configs' own classifier server (darling.judge.launch: started here, stopped
     when the run ends however it ends) and a served judge's probe; nothing is written
@@ -334,10 +336,10 @@ def run_nemo_rl(task: Task, cfg: dict, checked: DarlingConfig, config_path: str)
     from darling_nemo.judges.node_server import NodeServerError, start_node_judge
     from darling_nemo.nemo_rl import adapter as nemo
 
-    prog = Path(task.recipe).stem
+    prog = Path(recipe.recipe).stem
     with ExitStack() as services:
         try:
-            nemo.require_nemo_rl(f"uv run {task.recipe} --config {config_path}")
+            nemo.require_nemo_rl(f"uv run {recipe.recipe} --config {config_path}")
             check_nemo_rl_paths(cfg, checked)
             cfg, checked = start_node_judge(cfg, checked, services)
             # served judge probed, numbered log dir, Ray, tokenizer, generation config
@@ -350,9 +352,9 @@ def run_nemo_rl(task: Task, cfg: dict, checked: DarlingConfig, config_path: str)
         except KeyboardInterrupt:
             return report_interrupt(prog, "nothing was trained yet")
         save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
-        data = nemo.setup_data(tokenizer, cfg, task.name)
+        data = nemo.setup_data(tokenizer, cfg, recipe.name)
         try:
-            nemo.train(cfg, tokenizer, data, checked, task=task.name)
+            nemo.train(cfg, tokenizer, data, checked, task=recipe.name)
         except nemo.DriverFailed as failed:
             print(failed, file=sys.stderr, flush=True)
             return 1

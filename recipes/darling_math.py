@@ -18,9 +18,9 @@ quiet_start(__name__, "darling_math")
 
 import sys
 
-from darling_nemo.recipe import Task, run_recipe
+from darling_nemo.recipe import Recipe, run_recipe
 
-MATH = Task(
+MATH = Recipe(
     name="math",
     recipe="recipes/darling_math.py",
     cpu_config="conf/local/math_trl.yaml",

@@ -15,9 +15,9 @@ quiet_start(__name__, "darling_task")
 
 import sys
 
-from darling_nemo.recipe import Task, run_recipe
+from darling_nemo.recipe import Recipe, run_recipe
 
-USER_TASK = Task(
+USER_TASK = Recipe(
     name="reward_funcs",
     recipe="recipes/darling_task.py",
     cpu_config="examples/code_tests/trl.yaml",

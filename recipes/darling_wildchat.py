@@ -17,9 +17,9 @@ quiet_start(__name__, "darling_wildchat")
 
 import sys
 
-from darling_nemo.recipe import Task, run_recipe
+from darling_nemo.recipe import Recipe, run_recipe
 
-WILDCHAT = Task(
+WILDCHAT = Recipe(
     name="wildchat",
     recipe="recipes/darling_wildchat.py",
     cpu_config="conf/local/wildchat_trl.yaml",

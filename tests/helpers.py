@@ -202,7 +202,7 @@ def one_trl_step(
     from darling_nemo.trl.policy import build_policy
     from darling_nemo.trl.reward import DarlingReward
     from darling_nemo.trl.run import grpo_args, upstream_deprecations_silenced, validate_trl_config
-    from darling_nemo.trl.tasks import Task, judge_for_method
+    from darling_nemo.trl.tasks import TrainingTask, judge_for_method
 
     trainer_section = {"max_steps": 1, "prompts_per_step": 2, "group_size": 4}
     cfg = validate_trl_config(
@@ -214,7 +214,7 @@ def one_trl_step(
             **sections,
         }
     )
-    task = Task(rows, [], quality, judge=judge, word_vocabulary=word_vocabulary)
+    task = TrainingTask(rows, [], quality, judge=judge, word_vocabulary=word_vocabulary)
     model, tokenizer = build_policy(cfg, task, tmp_path)
     reward = DarlingReward(task.quality, cfg.darling, 4, judge=judge_for_method(cfg, judge))
     with warnings.catch_warnings(record=True) as caught:

@@ -27,6 +27,14 @@ from darling_nemo.plan import KNOWN_MODELS, Architecture
 H100_BF16_DENSE_FLOPS = 989e12  # H100 SXM5 datasheet, dense (no sparsity)
 PREFILL_MFU = 0.40  # achieved share of peak for long-sequence prefill of a ~4 B model
 MATH_CLASSIFIER = KNOWN_MODELS["dogtooth/qwen3-4b-emb-finetuned-step-70-hf"]
+# Measured (docs/judge-cost.md, "Measured"; `python -m darling_nemo.bench.step_time`): per
+# paper setting (the benchmark's names) and darling.overlap mode, the judge's share of a step,
+# darling_judge / (step - darling_judge) of the paced CPU simulation, one 8-GPU classifier
+# node. A smoke run's report prints it beside its measured share.
+SIMULATED_JUDGE_SHARE: dict[str, dict[str, float]] = {
+    "math": {"sync": 0.727, "overlap": 0.663, "overlap+stream": 0.220},
+    "wildchat": {"sync": 0.144, "overlap": 0.0, "overlap+stream": 0.0},
+}
 
 
 def forward_flops_per_token(arch: Architecture, tokens_per_sequence: int) -> float:

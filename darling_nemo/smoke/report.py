@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from darling_nemo import tasks
+from darling_nemo.judges.cost import SIMULATED_JUDGE_SHARE
 from darling_nemo.plan.terms import GIB, Phase
 from darling_nemo.schema import ConfigError
 
@@ -127,11 +129,10 @@ def step_times(scalars: dict[str, dict[int, float]], step: int) -> dict[str, flo
 def simulated_judge_overhead(task: str, mode: str) -> float | None:
     """The task's judge share at the paper's scale in `mode` (docs/judge-cost.md, "Measured":
     darling_judge / (step - darling_judge) of the paced CPU simulation, one 8-GPU classifier
-    node), as its registry entry records it; None where none was measured."""
-    from darling_nemo import tasks
-
-    nemo_rl = tasks.task(task).nemo_rl
-    return None if nemo_rl is None else nemo_rl.judge_overhead.get(mode)
+    node), as judges/cost.py records it; None where none was measured."""
+    entry = tasks.task(task)
+    setting = next((n for n in (entry.name, *entry.aliases) if n in SIMULATED_JUDGE_SHARE), "")
+    return SIMULATED_JUDGE_SHARE.get(setting, {}).get(mode)
 
 
 def time_lines(scalars: dict[str, dict[int, float]], step: int, task: str, mode: str) -> list[str]:

@@ -40,105 +40,89 @@ class Prompts:
 @dataclass(frozen=True)
 class NemoRlTask:
     """What the NeMo-RL engine needs of a task (darling_nemo/nemo_rl/ maps it to NeMo-RL's
-    objects; nothing here imports NeMo-RL).
-
-    environment: the NeMo-RL environment actor that scores responses (its class path, also
-        the key of NeMo-RL's actor environment registry).
-    env_key: the config section of that environment, `env.<env_key>`.
-    processor: how a data row becomes a prompt: "math_hf" (NeMo-RL's math_hf_data_processor)
-        or "chat_prompt" (the adapter's chat template renderer).
-    needs_reward_model: `env.reward_model.enabled` must be this (a config for another task is
-        refused naming the key).
-    rehearsal_data: the shipped JSONL (relative to darling_nemo/resources/) the CPU rehearsal
-        trains on, and `rehearsal_row`, one of its rows as NeMo-RL's {"input", "output"}.
-    prep_command: the command that writes NeMo-RL's data files for it (named by the data
-        check's hint).
-    row_task_name: the `task_name` that command writes into each data row, which NeMo-RL
-        routes rows by (an older spelling where the task's data had one).
-    judge_overhead: darling.overlap mode ("sync", "overlap", "overlap+stream") -> the judge's
-        simulated share of a step at the paper's scale (docs/judge-cost.md), which a smoke
-        run's report prints beside its measured one.
-    """
+    objects; nothing here imports NeMo-RL)."""
 
     environment: str
+    """The NeMo-RL environment actor that scores responses: its class path, also the key of
+    NeMo-RL's actor environment registry."""
     env_key: str
+    """The config section of that environment, `env.<env_key>`."""
     processor: str
+    """How a data row becomes a prompt: "math_hf" (NeMo-RL's math_hf_data_processor) or
+    "chat_prompt" (the adapter's chat template renderer)."""
     needs_reward_model: bool
+    """What `env.reward_model.enabled` must be (a config for another task is refused naming
+    the key)."""
     rehearsal_data: str
+    """The shipped JSONL (relative to darling_nemo/resources/) the CPU rehearsal trains on."""
     rehearsal_row: Callable[[Mapping[str, Any]], dict[str, str]]
+    """One row of `rehearsal_data` as NeMo-RL's {"input", "output"}."""
     prep_command: str
+    """The command that writes NeMo-RL's data files for the task (the data check's hint)."""
     row_task_name: str
-    judge_overhead: Mapping[str, float] = field(default_factory=dict)
+    """The `task_name` that command writes into each row, which NeMo-RL routes rows by (an
+    older spelling where the task's data had one)."""
 
 
 @dataclass(frozen=True)
 class Task:
-    """One task: everything about it that code outside darling_nemo/tasks/ may ask.
-
-    name: its one name on both engines (TRL's `task.kind`, NeMo-RL's `task_name`).
-    title: in messages ("verifiable math", "open-ended chat").
-    config: its TRL `task:` section, a `schema.Strict` model whose `kind` is `name`
-        (registering the task makes TRL configs accept it); None: not on the TRL engine.
-    prompts: (validated TRL run config) -> its `Prompts`: the prompt source and template
-        (bad data is a ConfigError naming the key and file:line).
-    quality: (its validated `task:` section) -> the quality function, TRL-style.
-    answer_judge: () -> the judge of final answers (two responses are one class when their
-        final answers agree), for the methods that need answer classes
-        (`methods.Method.answer_classes`, e.g. outcome); None: the task has no final answers.
-        The judge made may be None where `answers` gives the answers themselves.
-    answers: (the quality function `quality` made) -> the function giving each completion's
-        final answer, run where the quality runs, or None where the section names none;
-        the engines then partition the answers (`user_rewards.answer_keys`), not the
-        responses, for the methods with answer classes (reward_funcs' task.answer_func).
-    answers_title: how messages name that judge ("math-verify answers").
-    own_judge: the task decides equivalence by its own rule (`darling.judge` must stay
-        unset); None: the run's `darling.judge` decides.
-    graded: its quality is graded, not a verifier's 0/1 with a final answer: the methods
-        that need one (`methods.Method.needs`) are refused.
-    evaluations: eval name -> its config (conf/eval/*.yaml) that `darling-compare` runs on a
-        checkpoint of this task.
-    nemo_rl: what the NeMo-RL engine needs; None: not on the NeMo-RL engine.
-    aliases: older spellings of `name`, still accepted where data or configs carry them.
-    training_judge: (its `task:` section) -> a judge training calls instead of `own_judge`
-        (the dice task's judge of chosen accuracy, `task.judge_accuracy`; evaluation keeps
-        the own judge), or None where the section asks for none.
-    embeddings: (its `task:` section) -> texts -> one embedding row per text, the task's
-        own embeddings for the methods that need them (DQO); None: an embedding judge's.
-    config_check: (its validated `task:` section) -> None, the checks a --dry-run makes
-        beyond the keys (a user's functions imported and called once), ConfigError naming
-        the key; None: the keys are all.
-    model_paths: (its `task:` section) -> (key, model) of each model the section names
-        (chat: its reward model), checked to be a folder where written as a path before any
-        model loads; None: it names none.
-    nemo_rl_setup: on NeMo-RL, a task trained from the config's own `task:` section (its TRL
-        section) rather than NeMo-RL's data: and env: sections: the import path of the
-        function (tokenizer, cfg, env_vars) -> (dataset, val dataset, task_to_env,
-        val_task_to_env) that builds its data and environment; None: `nemo_rl` says.
-    untrained_scores_zero: a randomly initialised policy (TRL's policy.kind=tiny)
-        practically never earns quality here, so such a run's reward and loss are 0 at every
-        step (the TRL engine says so before it starts).
-    miniature: (its `task:` section, the miniature's `warm_start:` section) -> what the
-        miniature's recipe needs of it (`mini.warm_start.MiniatureTask`: each seed's
-        warm-start data, the report's words); None: the miniature cannot run it.
-    """
+    """One task: everything about it that code outside darling_nemo/tasks/ may ask."""
 
     name: str
+    """Its one name on both engines (TRL's `task.kind`, NeMo-RL's `task_name`)."""
     title: str
+    """How messages name it ("verifiable math", "open-ended chat")."""
     config: type | None = None
+    """Its TRL `task:` section, a `schema.Strict` model whose `kind` is `name` (registering
+    the task makes TRL configs accept it); None: not on the TRL engine."""
     prompts: Callable[[Any], Prompts] | None = None
+    """(validated TRL run config) -> its `Prompts` (bad data: a ConfigError naming the key
+    and file:line)."""
     quality: Callable[[Any], QualityFn] | None = None
+    """(its validated `task:` section) -> the quality function, TRL-style."""
     answer_judge: Callable[[], PairJudgeFn | None] | None = None
+    """() -> the judge of final answers (one class when the final answers agree) for the
+    methods with answer classes (`methods.Method.answer_classes`); it may make None where
+    `answers` gives the answers themselves; None: the task has no final answers."""
     answers: Callable[[QualityFn], AnswerFn | None] | None = None
+    """(the quality function made) -> each completion's final answer, run where the quality
+    runs (reward_funcs' task.answer_func: the engines partition the answers, not the
+    responses); None where the section names none."""
     answers_title: str = "final answers"
+    """How messages name the answer judge ("math-verify answers")."""
     own_judge: PairJudgeFn | None = None
+    """The task's own rule of equivalence (`darling.judge` must stay unset); None: the run's
+    `darling.judge` decides."""
     graded: bool = False
+    """Its quality is graded, not a verifier's 0/1 with a final answer: the methods that need
+    one (`methods.Method.needs`) are refused."""
     evaluations: Mapping[str, str] = field(default_factory=dict)
+    """Eval name -> its config (conf/eval/*.yaml) that `darling-compare` runs on a
+    checkpoint of this task."""
     nemo_rl: NemoRlTask | None = None
+    """What the NeMo-RL engine needs; None: not on the NeMo-RL engine."""
     aliases: tuple[str, ...] = ()
+    """Older spellings of `name`, still accepted where data or configs carry them."""
     training_judge: Callable[[Any], PairJudgeFn | None] | None = None
+    """(its `task:` section) -> a judge training calls instead of `own_judge` (the dice
+    task's judge of chosen accuracy; evaluation keeps the own judge), None where it asks for
+    none."""
     embeddings: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None
+    """(its `task:` section) -> texts -> one embedding row per text, for the methods that
+    need embeddings (DQO); None: an embedding judge's."""
     config_check: Callable[[Any], None] | None = None
+    """(its validated `task:` section) -> None: the checks a --dry-run makes beyond the keys
+    (a user's functions imported and called once), a ConfigError naming the key."""
     model_paths: Callable[[Any], list[tuple[str, str]]] | None = None
+    """(its `task:` section) -> (key, model) of each model the section names (chat: its
+    reward model), checked to be a folder where written as a path before any model loads."""
     nemo_rl_setup: str | None = None
+    """On NeMo-RL, a task trained from the config's own `task:` section rather than NeMo-RL's
+    data: and env: sections: the import path of the function (tokenizer, cfg, env_vars) ->
+    (dataset, val dataset, task_to_env, val_task_to_env); None: `nemo_rl` says."""
     untrained_scores_zero: bool = False
+    """A randomly initialised policy (TRL's policy.kind=tiny) practically never earns quality
+    here, so its reward and loss are 0 at every step (the TRL engine says so first)."""
     miniature: Callable[[Any, Any], Any] | None = None
+    """(its `task:` section, the miniature's `warm_start:` section) -> what the miniature
+    needs of it (`mini.warm_start.MiniatureTask`); None: the miniature cannot run it."""

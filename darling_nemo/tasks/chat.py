@@ -143,7 +143,6 @@ TASK = Task(
         rehearsal_row=rehearsal_row,
         prep_command="darling-prep-wildchat",
         row_task_name="wildchat",
-        judge_overhead={"sync": 0.144, "overlap": 0.0, "overlap+stream": 0.0},
     ),
     aliases=("wildchat",),
 )

@@ -92,7 +92,6 @@ TASK = Task(
         rehearsal_row=rehearsal_row,
         prep_command="darling-prep-math",
         row_task_name="math",
-        judge_overhead={"sync": 0.727, "overlap": 0.663, "overlap+stream": 0.220},
     ),
     untrained_scores_zero=True,
 )

@@ -32,7 +32,7 @@ from darling_nemo.core import PairJudge, partition_groups
 from darling_nemo.metrics import pass_at_k
 from darling_nemo.resume import write_text_atomically
 from darling_nemo.schema import TrlRunConfig
-from darling_nemo.trl.tasks import QualityFn, Task
+from darling_nemo.trl.tasks import QualityFn, TrainingTask
 
 
 @torch.no_grad()
@@ -165,7 +165,7 @@ def truncate_history(path: Path, after_step: int) -> None:
 
 
 def run_evaluation(
-    cfg: TrlRunConfig, task: Task, model: Any, tokenizer: Any, step: int
+    cfg: TrlRunConfig, task: TrainingTask, model: Any, tokenizer: Any, step: int
 ) -> dict[str, float]:
     """`evaluate` on the run's held-out prompts with its `evaluation:` settings, seeded by
     the run's seed and the step."""

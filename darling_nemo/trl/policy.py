@@ -18,7 +18,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from darling_nemo.schema import TinyPolicyConfig, TrlRunConfig
 
 if TYPE_CHECKING:
-    from darling_nemo.trl.tasks import Task
+    from darling_nemo.trl.tasks import TrainingTask
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 SPECIAL_TOKENS = (PAD, EOS, UNK)
@@ -95,7 +95,7 @@ def tiny_policy(
     )
 
 
-def build_policy(cfg: TrlRunConfig, task: Task, output_dir: Path) -> tuple[Any, Any]:
+def build_policy(cfg: TrlRunConfig, task: TrainingTask, output_dir: Path) -> tuple[Any, Any]:
     """(model, tokenizer), always loaded with `from_pretrained`.
 
     A tiny policy is built once (task tokenizer, small Llama, seeded) and saved to

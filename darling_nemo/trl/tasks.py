@@ -22,7 +22,7 @@ from darling_nemo.tasks.judge import JudgeChoice, run_judge
 
 
 @dataclass
-class Task:
+class TrainingTask:
     """What a run trains on: prompts (dicts with "prompt" and extra columns), quality, judge."""
 
     train_rows: list[dict[str, Any]]
@@ -38,7 +38,7 @@ class Task:
     answers: AnswerFn | None = None
 
 
-def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> Task:
+def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> TrainingTask:
     """The task a config names (asked of the task registry), with its quality function and
     pair judge. `judge`: the run's judge, decided once by the caller; None: decided here."""
     entry = tasks.task_of(cfg.task)
@@ -53,8 +53,12 @@ def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> Task:
     made = (judge or run_judge(entry, cfg.darling)).make()  # once the data is known good
     trains_with = entry.training_judge(cfg.task) if entry.training_judge else None
     if trains_with is not None:  # training's judge is wrong on purpose; evaluation's is not
-        return Task(prompts.train, prompts.heldout, quality, trains_with, prompts.vocabulary, made)
-    return Task(prompts.train, prompts.heldout, quality, made, prompts.vocabulary, answers=answers)
+        return TrainingTask(
+            prompts.train, prompts.heldout, quality, trains_with, prompts.vocabulary, made
+        )
+    return TrainingTask(
+        prompts.train, prompts.heldout, quality, made, prompts.vocabulary, answers=answers
+    )
 
 
 def judge_for_method(cfg: TrlRunConfig, judge: PairJudge | None) -> PairJudge | None:

@@ -128,6 +128,9 @@ def test_judge_share_beside_the_simulated_figure():
         "darling_judge",
     ]
     assert report.judge_mode(overlap=False, streamed=True) == "sync"
+    # the chat task's figure is the benchmark's wildchat setting's; a task without one: none
+    assert report.simulated_judge_overhead("chat", "sync") == 0.144
+    assert report.simulated_judge_overhead("reward_funcs", "sync") is None
 
 
 def test_the_plans_training_phase_is_compared_without_its_fixed_terms():

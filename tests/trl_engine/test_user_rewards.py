@@ -20,13 +20,13 @@ import pytest
 import yaml
 from helpers import REPO
 
-from darling_nemo.recipe import Task, run_recipe
+from darling_nemo.recipe import Recipe, run_recipe
 from darling_nemo.schema import DarlingConfig
 from darling_nemo.trl.reward import DarlingReward
 from darling_nemo.user_rewards import RewardFunctionError, UserQuality
 
 
-def recipe_task() -> Task:
+def recipe_task() -> Recipe:
     """The recipe's own task, so the test runs what `uv run recipes/darling_task.py` runs."""
     spec = importlib.util.spec_from_file_location("darling_task", REPO / "recipes/darling_task.py")
     module = importlib.util.module_from_spec(spec)
