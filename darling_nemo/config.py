@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 from pydantic import BaseModel
 
 from darling_nemo import run_folder
+from darling_nemo.console import close_bars
 from darling_nemo.interrupt import how_interrupted, started
 from darling_nemo.schema import (
     ConfigError,
@@ -294,10 +295,7 @@ def report_interrupt(prog: str, saved: str) -> int:
     is caught): one line saying what is kept, exit code 130 (Ctrl-C) or 143 (SIGTERM,
     `interrupt.Terminated`). Progress bars still open are closed first: otherwise they
     redraw at exit, after it."""
-    from tqdm import tqdm
-
-    for bar in list(getattr(tqdm, "_instances", ())):
-        bar.close()
+    close_bars()
     how, code = how_interrupted(sys.exc_info()[1])
     print(f"\n{prog}: interrupted ({how}); {saved}", file=sys.stderr, flush=True)
     return code
