@@ -25,7 +25,7 @@ from darling_nemo.console import say
 from darling_nemo.recipe import Task, run_recipe
 from darling_nemo.schema import DarlingConfig
 from darling_nemo.trl.reward import DarlingReward
-from darling_nemo.user_rewards import RewardFunctionError, UserQuality
+from darling_nemo.user_rewards import POOL_START_METRIC, RewardFunctionError, UserQuality
 
 
 def recipe_task() -> Task:
@@ -356,6 +356,11 @@ def test_quality_is_trls_weighted_nansum_in_the_pool(tmp_path):
             completions=["one", "two", long, long + "one"],
             answer=["one", "one", "one", "one"],
         )
+        # the pool's start-up (every worker up) is its own figure, not the functions' time
+        started = quality.last_metrics.pop(POOL_START_METRIC)
+        assert started > 0.0 and quality.pool_start_total == started
+        assert quality(prompts=["p"], completions=["one"], answer=["one"]) == [2.5]
+        assert POOL_START_METRIC not in quality.last_metrics  # the same pool
     finally:
         quality.close()
     # row 2: says_answer 0.0 counts, short None is skipped; row 3: 2 * 1.0 + nothing
