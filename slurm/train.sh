@@ -102,12 +102,20 @@ save_deadline_env() {
 }
 
 # CONFIG: relative to the checkout (as the containers' working directory, the image's copy
-# of it), or an absolute path inside a container mount: USER_DIR, mounted at the same path.
+# of it), or a path inside a container mount: USER_DIR, mounted at the same path. A relative
+# path that leads out of the checkout (../mine/nemo.yaml) is taken as the absolute path it
+# names, which a container must mount.
 check_config_path() {
   if [[ "$CONFIG" != /* ]]; then
-    [[ -f "$DARLING_ROOT/$CONFIG" ]] || die "CONFIG=$CONFIG: no such file under $DARLING_ROOT" \
-      "(a config of your own: an absolute path under USER_DIR, your task's folder)"
-    return 0
+    local root outside
+    root=$(realpath -m -s "$DARLING_ROOT")
+    outside=$(realpath -m -s "$root/$CONFIG")
+    if [[ "$outside" == "$root"/* ]]; then
+      [[ -f "$DARLING_ROOT/$CONFIG" ]] || die "CONFIG=$CONFIG: no such file under $DARLING_ROOT" \
+        "(a config of your own: an absolute path under USER_DIR, your task's folder)"
+      return 0
+    fi
+    CONFIG=$outside
   fi
   [[ -f "$CONFIG" ]] || die "CONFIG=$CONFIG: no such file"
   is_mounted "$(dirname "$CONFIG")" || die "CONFIG=$CONFIG is in no folder the containers" \

@@ -6,6 +6,7 @@ recipe's own dry run here, where NeMo-RL does not import (docs/your-own-task.md)
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import yaml
@@ -90,6 +91,11 @@ def test_a_task_outside_the_checkout_is_mounted_and_its_functions_checked(cluste
 def test_an_absolute_config_outside_every_mount_is_refused(cluster):  # noqa: F811
     config = user_task(cluster.path / "my_task")
     env = cluster.job("code_tests.sub", nodes=1, CONFIG=str(config))
+    res = cluster.run("code_tests.sub", env, "--dry-run")
+    assert res.returncode == 2
+    assert f"CONFIG={config} is in no folder the containers mount: set USER_DIR" in res.stderr
+    # a relative path out of the checkout is the absolute path it names, refused the same way
+    env["CONFIG"] = os.path.relpath(config, REPO)
     res = cluster.run("code_tests.sub", env, "--dry-run")
     assert res.returncode == 2
     assert f"CONFIG={config} is in no folder the containers mount: set USER_DIR" in res.stderr
