@@ -285,7 +285,9 @@ INTERRUPTED_EXIT_CODE = 130  # the shell's code for a command ended by Ctrl-C (1
 
 def report_error(prog: str, err: BaseException | str) -> int:
     """The one way a command ends on a bad config or input: `prog: message` on stderr (the
-    message names the file:line or key path), no traceback; returns the exit code, 2."""
+    message names the file:line or key path), no traceback; returns the exit code, 2. A
+    progress bar still open (a run stopped in training) ends its line first."""
+    close_bars()
     print(f"{prog}: {err}", file=sys.stderr, flush=True)
     return CONFIG_ERROR_EXIT_CODE
 
