@@ -11,8 +11,9 @@ The row's other columns travel in NeMo-RL's datum `extra_env_info` (with the pro
 file writes it and the row's `file:line` label) and reach the functions as keyword
 arguments, as TRL passes dataset columns. NeMo-RL v0.4.0 never asks an environment for its
 metrics during training, so the environment keeps `darling/quality_seconds`,
-`darling/reward_timeouts` (and `darling/reward_pool_start_seconds` where a pool started) until `DarlingLogger` collects them at the step's `train` log
-(`metrics_of`); validation's calls count into the next step's figures.
+`darling/reward_timeouts` (and `darling/reward_pool_start_seconds` where a pool started)
+until `DarlingLogger` collects them at the step's `train` log (`metrics_of`); validation's
+calls count into the next step's figures.
 
 `task.answer_func` (for the methods with answer classes, outcome) runs in the same actor and
 pool: the driver's reward transform asks it for the rows' final answers (`answers_of`) with
