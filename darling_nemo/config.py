@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 from pydantic import BaseModel
 
 from darling_nemo import run_folder
+from darling_nemo.console import close_bars
 from darling_nemo.interrupt import how_interrupted, started
 from darling_nemo.schema import (
     ConfigError,
@@ -284,7 +285,9 @@ INTERRUPTED_EXIT_CODE = 130  # the shell's code for a command ended by Ctrl-C (1
 
 def report_error(prog: str, err: BaseException | str) -> int:
     """The one way a command ends on a bad config or input: `prog: message` on stderr (the
-    message names the file:line or key path), no traceback; returns the exit code, 2."""
+    message names the file:line or key path), no traceback; returns the exit code, 2. A
+    progress bar still open (a run stopped in training) ends its line first."""
+    close_bars()
     print(f"{prog}: {err}", file=sys.stderr, flush=True)
     return CONFIG_ERROR_EXIT_CODE
 
@@ -294,10 +297,7 @@ def report_interrupt(prog: str, saved: str) -> int:
     is caught): one line saying what is kept, exit code 130 (Ctrl-C) or 143 (SIGTERM,
     `interrupt.Terminated`). Progress bars still open are closed first: otherwise they
     redraw at exit, after it."""
-    from tqdm import tqdm
-
-    for bar in list(getattr(tqdm, "_instances", ())):
-        bar.close()
+    close_bars()
     how, code = how_interrupted(sys.exc_info()[1])
     print(f"\n{prog}: interrupted ({how}); {saved}", file=sys.stderr, flush=True)
     return code

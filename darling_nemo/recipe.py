@@ -28,6 +28,7 @@ from darling_nemo.config import (
     report_interrupt,
     save_config,
 )
+from darling_nemo.console import close_bars
 from darling_nemo.interrupt import started
 from darling_nemo.judges.registry import check_judge_models
 from darling_nemo.run_folder import DiskFull, RunLocked
@@ -314,6 +315,7 @@ def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
     except ConfigError as err:  # what only the run can see (a data file, a model path)
         return report_error(prog, f"{config_path}: {err}")
     except RewardFunctionError as err:  # the job failed on a user's function: exit 1
+        close_bars()  # the trainer's bar, left open by the raise, ends its line first
         print(f"{prog}: {err}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt as err:  # `run` says what it kept once training began

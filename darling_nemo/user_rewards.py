@@ -5,8 +5,9 @@ The functions live outside the package, named by import path (`pkg.module:functi
 TRL user's script and module sit). They are called as TRL 1.16's GRPOTrainer calls them
 (`_calculate_rewards`): `f(prompts=..., completions=..., completion_ids=..., **columns)`,
 the dataset's other columns as keyword arguments, returning one float or None per row.
-Quality is TRL's weighted nansum over the functions; a row every function left None is
-not scored (DARLING refuses it, as TRL's baseline excludes it).
+Quality is TRL's weighted nansum over the functions; a row every function left None stops
+the run (RewardFunctionError naming the functions and the row): DARLING needs a quality for
+every response of a group.
 
 The calls run in a process pool (`task.reward_workers` processes, spawned): a thread cannot be
 stopped, a process can, so a call past `task.reward_timeout_s` is stopped by ending the pool
@@ -37,8 +38,13 @@ from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
 from typing import Any
 
+from darling_nemo.console import say
+
 NOT_PICKLED = ("log_metric", "log_extra")  # TRL's logging callables: the trainer's own
 DUMMY_COMPLETION = "0"
+POOL_START_METRIC = "darling/reward_pool_start_seconds"  # logged at the step that starts one
+POOL_START_LIMIT_S = 600.0  # then the calls wait for the workers (the timeout starts in one)
+WORKER_READY = 0  # what a worker's initializer puts on the starts queue (calls count from 1)
 
 
 def config_error(message: str) -> Exception:
@@ -250,6 +256,7 @@ def start_worker(python_path: Sequence[str], starts: Any) -> None:
     global _WORKER_STARTS
     _WORKER_STARTS = starts
     add_python_path(python_path)
+    starts.put(WORKER_READY)
 
 
 def call_in_worker(
@@ -315,13 +322,21 @@ class UserQuality:
         self.starts: Any = None
         self.calls_made = 0
         self.timeouts_total = 0
+        self.pool_start_total = 0.0  # seconds spent starting pools, not the functions' time
         self.last_metrics: dict[str, float] = {}
 
     def start_pool(self) -> Pool:
+        """The pool, started (and waited for until every worker is up) if there is none."""
         if self.pool is None:
+            started = time.perf_counter()
             context = multiprocessing.get_context("spawn")  # no fork of a threaded trainer
             self.starts = context.Queue()
             self.pool = context.Pool(self.workers, start_worker, (self.python_path, self.starts))
+            ready, deadline = 0, time.monotonic() + POOL_START_LIMIT_S
+            while ready < self.workers and time.monotonic() < deadline:
+                with contextlib.suppress(queue.Empty):
+                    ready += self.starts.get(timeout=0.5) == WORKER_READY
+            self.pool_start_total += time.perf_counter() - started
         return self.pool
 
     def close(self) -> None:
@@ -334,7 +349,7 @@ class UserQuality:
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
     ) -> list[float | None]:
-        started = time.perf_counter()
+        started, pool_before = time.perf_counter(), self.pool_start_total
         shared = {k: v for k, v in kwargs.items() if k not in NOT_PICKLED}
         total: list[float | None] = [None] * len(prompts)
         timeouts = 0
@@ -345,15 +360,30 @@ class UserQuality:
                 if value is not None:
                     total[row] = (total[row] or 0.0) + weight * value
         self.timeouts_total += timeouts
+        pool_seconds = self.pool_start_total - pool_before  # a pool started in this call
         self.last_metrics = {
-            "darling/quality_seconds": time.perf_counter() - started,
+            "darling/quality_seconds": time.perf_counter() - started - pool_seconds,
             "darling/reward_timeouts": float(timeouts),
         }
+        if pool_seconds:
+            self.last_metrics[POOL_START_METRIC] = pool_seconds
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
             for name, value in self.last_metrics.items():
                 log_metric(name, value)
+        self.check_scored(prompts, total)
         return total
+
+    def check_scored(self, prompts: Sequence[Any], total: Sequence[float | None]) -> None:
+        """A row every function left None is a RewardFunctionError naming the functions and
+        the row (DARLING needs a quality for every response of a group)."""
+        for row, value in enumerate(total):
+            if value is None:
+                label = self.row_labels.get(prompt_key(prompts[row]), f"row {row}")
+                raise RewardFunctionError(
+                    f"every reward function ({', '.join(self.specs)}) returned None for "
+                    f"{label}: DARLING needs a quality for every completion"
+                )
 
     def answers(
         self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
@@ -415,11 +445,9 @@ class UserQuality:
             found.extend(value)
         if timed_out:
             left = "have no answer (darling/answer" if answers else "score 0.0 (darling/reward"
-            print(
+            say(
                 f"{spec}: {timed_out} call(s) past task.reward_timeout_s={self.timeout_s}s "
-                f"stopped; their rows {left}_timeouts)",
-                file=sys.stderr,
-                flush=True,
+                f"stopped; their rows {left}_timeouts)"
             )
             self.close()  # the only way to stop a hung call; the next batch starts a new pool
         return found, timed_out

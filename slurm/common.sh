@@ -10,8 +10,10 @@
 # all); a missing required one stops the job before anything starts. `--dry-run` (or
 # DRY_RUN=1) prints every srun / ray / python command instead of running it, and still runs
 # the memory plan, locally, with $DARLING_PYTHON; a training job also rehearses its driver
-# command there (recipe --rehearse) when that Python can import nemo_rl. darling_train and
-# its helpers are in slurm/train.sh, sourced at the end.
+# command there (recipe --rehearse) when that Python can import nemo_rl, else the recipe's
+# --dry-run of it (a user's reward functions imported and called once). USER_DIR, a user's
+# task folder, is mounted at the same path in every container. darling_train and its
+# helpers are in slurm/train.sh, sourced at the end.
 
 # Paths inside the container (containers/Dockerfile puts darling-nemo here).
 CONTAINER_WORKDIR=/opt/darling-nemo
@@ -144,6 +146,8 @@ node_address() {
 container_args() {
   local mounts=("$RESULTS_DIR:$RESULTS_DIR")
   [[ -n "${DARLING_CODE_DIR:-}" ]] && mounts+=("$DARLING_CODE_DIR:$CONTAINER_WORKDIR")
+  # A user's own task (config, modules, data): at the same path, so its paths hold inside.
+  [[ -n "${USER_DIR:-}" ]] && mounts+=("$USER_DIR:$USER_DIR")
   # The configs name data/... relative to the repository root: mount the data there.
   [[ -n "${DATA_DIR:-}" ]] && mounts+=("$DATA_DIR:$CONTAINER_WORKDIR/data")
   [[ -n "${HF_HOME:-}" ]] && mounts+=("$HF_HOME:$HF_HOME")
@@ -166,10 +170,11 @@ container_args() {
 }
 
 # Whether PATH is inside a directory mounted at the same place in every container:
-# RESULTS_DIR, HF_HOME, or the destination of a CONTAINER_MOUNTS entry (src:dst[:flags]).
+# RESULTS_DIR, HF_HOME, USER_DIR, or the destination of a CONTAINER_MOUNTS entry
+# (src:dst[:flags]).
 is_mounted() {
   local path=${1%/} entry dst
-  local -a inside=("$RESULTS_DIR" "${HF_HOME:-}") extra=()
+  local -a inside=("$RESULTS_DIR" "${HF_HOME:-}" "${USER_DIR:-}") extra=()
   IFS=, read -r -a extra <<<"${CONTAINER_MOUNTS:-}"
   for entry in "${extra[@]}"; do
     IFS=: read -r _ dst _ <<<"$entry"
@@ -428,6 +433,7 @@ common_setup() {
   [[ -n "${DATA_DIR:-}" ]] && require_dir DATA_DIR
   [[ -n "${HF_HOME:-}" ]] && require_dir HF_HOME
   [[ -n "${DARLING_CODE_DIR:-}" ]] && require_dir DARLING_CODE_DIR
+  user_dir
   GPUS_PER_NODE=${GPUS_PER_NODE:-${SLURM_GPUS_ON_NODE:-8}}
   [[ "$GPUS_PER_NODE" =~ ^[0-9]+$ ]] || die "GPUS_PER_NODE=$GPUS_PER_NODE is not a number"
   # Compute nodes usually have no internet: models and datasets come from HF_HOME.
@@ -439,8 +445,33 @@ common_setup() {
   ulimit -Sn 65535 2>/dev/null || true
 }
 
+# USER_DIR: the folder of a user's own task (its config, reward modules and data), anywhere
+# on a filesystem the nodes share. Every container mounts it at the same absolute path and
+# gets USER_DIR in its environment, so the config's absolute paths, and ${oc.env:USER_DIR}/...
+# in it, hold both here and inside (docs/your-own-task.md).
+user_dir() {
+  [[ -n "${USER_DIR:-}" ]] || return 0
+  [[ "$USER_DIR" == /* ]] || die "USER_DIR=$USER_DIR: must be an absolute path (the folder of your task)"
+  [[ "$USER_DIR" != *[,:]* ]] || die "USER_DIR=$USER_DIR: no ',' or ':' (srun --container-mounts splits on them)"
+  [[ -d "$USER_DIR" ]] || die "USER_DIR=$USER_DIR: no such directory"
+  USER_DIR=${USER_DIR%/}
+  export USER_DIR
+}
+
+# One line per container mount (source -> path inside), as --container-mounts gets them.
+print_mounts() {
+  local entry src dst
+  local -a entries=()
+  IFS=, read -r -a entries <<<"${CONTAINER_ARGS[1]#--container-mounts=}"
+  for entry in "${entries[@]}"; do
+    IFS=: read -r src dst _ <<<"$entry"
+    log "mount: $src -> ${dst:-$src}"
+  done
+}
+
 print_environment() {
   log "container image: $CONTAINER_IMAGE"
+  print_mounts
   log "environment passed to the containers: HF_HOME=${HF_HOME:-<unset>}" \
     "HF_HUB_OFFLINE=$HF_HUB_OFFLINE WANDB_API_KEY=$([[ -n "${WANDB_API_KEY:-}" ]] && echo '<set, hidden>' || echo '<unset>')"
 }

@@ -101,6 +101,41 @@ save_deadline_env() {
   fi
 }
 
+# CONFIG: relative to the checkout (as the containers' working directory, the image's copy
+# of it), or a path inside a container mount: USER_DIR, mounted at the same path. A relative
+# path that leads out of the checkout (../mine/nemo.yaml) is taken as the absolute path it
+# names, which a container must mount.
+check_config_path() {
+  if [[ "$CONFIG" != /* ]]; then
+    local root outside
+    root=$(realpath -m -s "$DARLING_ROOT")
+    outside=$(realpath -m -s "$root/$CONFIG")
+    if [[ "$outside" == "$root"/* ]]; then
+      [[ -f "$DARLING_ROOT/$CONFIG" ]] || die "CONFIG=$CONFIG: no such file under $DARLING_ROOT" \
+        "(a config of your own: an absolute path under USER_DIR, your task's folder)"
+      return 0
+    fi
+    CONFIG=$outside
+  fi
+  [[ -f "$CONFIG" ]] || die "CONFIG=$CONFIG: no such file"
+  is_mounted "$(dirname "$CONFIG")" || die "CONFIG=$CONFIG is in no folder the containers" \
+    "mount: set USER_DIR to your task's folder (mounted at the same path in every container)"
+  log "config $CONFIG (inside a container mount, the same path in the containers)"
+}
+
+# Dry run where NeMo-RL does not import: the recipe's own --dry-run of the driver's config and
+# overrides, here (NeMo-RL's keys, the data, a user's reward functions imported, checked and
+# called once on the first prompt); a problem stops the dry run with the recipe's line.
+check_driver_config() {
+  local python out rc=0
+  read -r -a python <<<"${DARLING_PYTHON:-python3}"
+  local check=("${python[@]}" "$JOB_RECIPE" --config "$CONFIG" "$@" --dry-run)
+  log "dry run: checking the driver's config here: $(print_cmd "${check[@]}" | cut -c3-)"
+  out=$(cd "$DARLING_ROOT" && "${check[@]}" 2>&1) || rc=$?
+  [[ -n "$out" ]] && printf '%s\n' "$out"
+  ((rc == 0)) || die "the driver's config check failed (exit status $rc): $(tail -n 1 <<<"$out")"
+}
+
 # Dry run only: the recipe's --rehearse runs the driver's own config and overrides here, end
 # to end at toy scale (it serves its own classifier in place of the job's endpoints), when
 # DARLING_PYTHON can import nemo_rl: the container on a login node. It passes only with
@@ -112,6 +147,7 @@ rehearse() {
     last=$(tail -n 1 <<<"$import_error")
     log "rehearsal skipped: DARLING_PYTHON=${DARLING_PYTHON:-python3} cannot import nemo_rl" \
       "(${last:-no message}); run the dry run in the container to rehearse"
+    check_driver_config "$@"
     return 0
   fi
   local rehearsal=("${python[@]}" "$JOB_RECIPE" --config "$CONFIG" --rehearse "$@")
@@ -195,7 +231,7 @@ darling_train() {
   megatron_checkpoint_dir
   : "${JOB_RECIPE:?the .sub must set JOB_RECIPE}" "${JOB_CONFIG:?the .sub must set JOB_CONFIG}"
   CONFIG=${CONFIG:-$JOB_CONFIG}
-  [[ -f "$DARLING_ROOT/$CONFIG" ]] || die "CONFIG=$CONFIG: no such file under $DARLING_ROOT"
+  check_config_path
   RUN_NAME=${RUN_NAME:-${SLURM_JOB_NAME:-darling}-${SLURM_JOB_ID:-dryrun}}
   RUN_DIR=$RESULTS_DIR/$RUN_NAME
   LOG_DIR=$RUN_DIR/slurm/${SLURM_JOB_ID:-dryrun}-r${SLURM_RESTART_COUNT:-0}

@@ -10,9 +10,10 @@ per-call timeout and error lines as the TRL engine.
 The row's other columns travel in NeMo-RL's datum `extra_env_info` (with the prompt as the
 file writes it and the row's `file:line` label) and reach the functions as keyword
 arguments, as TRL passes dataset columns. NeMo-RL v0.4.0 never asks an environment for its
-metrics during training, so the environment keeps `darling/quality_seconds` and
-`darling/reward_timeouts` until `DarlingLogger` collects them at the step's `train` log
-(`metrics_of`); validation's calls count into the next step's figures.
+metrics during training, so the environment keeps `darling/quality_seconds`,
+`darling/reward_timeouts` (and `darling/reward_pool_start_seconds` where a pool started)
+until `DarlingLogger` collects them at the step's `train` log (`metrics_of`); validation's
+calls count into the next step's figures.
 
 `task.answer_func` (for the methods with answer classes, outcome) runs in the same actor and
 pool: the driver's reward transform asks it for the rows' final answers (`answers_of`) with
@@ -33,6 +34,7 @@ from darling_nemo.schema.base import validate_section
 # its task's name in the registry.
 (TASK_NAME,) = get_args(RewardFuncsTaskConfig.model_fields["kind"].annotation)
 ENVIRONMENT = "darling_nemo.nemo_rl.user_env.UserRewardEnvironment"
+POOL_START_KEY = "reward_pool_start_seconds"  # user_rewards.POOL_START_METRIC, unprefixed
 
 
 def task_section(cfg: Mapping[str, Any]) -> RewardFuncsTaskConfig | None:
@@ -144,19 +146,13 @@ class UserRewards:
         self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
     ) -> list[float]:
         """Each row's quality; a row every function left None stops the run (DARLING needs
-        a quality for every response), naming the row (RewardFunctionError)."""
-        from darling_nemo.user_rewards import RewardFunctionError
-
+        a quality for every response), naming the functions and the row (UserQuality raises
+        RewardFunctionError)."""
         prompts, completions, keywords = self.keywords(message_log_batch, metadata)
         scores = self.quality(prompts, completions, **keywords)
         for name, value in self.quality.last_metrics.items():
-            self.pending[name.removeprefix("darling/")] += value
-        for score, info in zip(scores, metadata, strict=True):
-            if score is None:
-                raise RewardFunctionError(
-                    f"every reward function returned None for {info['row']}: DARLING needs a "
-                    "quality for every completion"
-                )
+            key = name.removeprefix("darling/")  # POOL_START_KEY only where a pool started
+            self.pending[key] = self.pending.get(key, 0.0) + value
         return [float(score) for score in scores]  # type: ignore[arg-type]
 
     def answers(
@@ -207,8 +203,10 @@ class UserRewards:
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def pop_metrics(self) -> dict[str, float]:
-        """The figures since the last call (summed over the calls in between)."""
-        metrics, self.pending = self.pending, dict.fromkeys(self.pending, 0.0)
+        """The figures since the last call (summed over the calls in between); the pool's
+        start-up only where one started."""
+        metrics = self.pending
+        self.pending = {k: 0.0 for k in metrics if k != POOL_START_KEY}
         return metrics
 
     def shutdown(self) -> None:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
+from darling_nemo.console import say
 from darling_nemo.core import DarlingBatch, PairJudge, darling_batch
 from darling_nemo.metrics import (
     TimedJudge,
@@ -184,11 +184,10 @@ class DarlingReward:
                 log_metric(name, value)
         elif "trainer_state" in kwargs and not self._warned_no_log_metric:
             self._warned_no_log_metric = True
-            warnings.warn(
-                "this TRL does not pass `log_metric` to reward functions: the darling/* "
-                "metrics are not logged (they stay in DarlingReward.last_metrics); TRL 1.16 "
-                "passes it",
-                stacklevel=2,
+            say(  # in training: below the progress bar, not on its line
+                "warning: this TRL does not pass `log_metric` to reward functions: the "
+                "darling/* metrics are not logged (they stay in DarlingReward.last_metrics); "
+                "TRL 1.16 passes it"
             )
         return batch.advantage.tolist()
 

@@ -717,8 +717,8 @@ def test_every_step_gets_the_shared_megatron_checkpoint_dir(cluster, site_dir, m
 # ---------------------------------------------------------------------------------------------
 
 # Stands for DARLING_PYTHON: records each call (working directory, then argv), answers
-# `-c "import nemo_rl"` as FAKE_NEMO_RL says, runs the memory plan with the real Python, and
-# ends a rehearsal as FAKE_REHEARSAL says (the recipes' contract: exit 0 only with
+# `-c "import nemo_rl"` as FAKE_NEMO_RL says, runs the memory plan and the recipe's --dry-run
+# with the real Python, and ends a rehearsal as FAKE_REHEARSAL says (the recipes' contract: exit 0 only with
 # `rehearsal: PASS` last, else nonzero with `rehearsal: FAIL at <phase>: <error>`).
 FAKE_PYTHON = r"""#!/usr/bin/env bash
 { printf '%q ' "$PWD" "$@"; echo; } >>"$FAKE_PY_LOG"
@@ -729,6 +729,7 @@ if [[ "$1" == -c && "$2" == "import nemo_rl" ]]; then
   exit 1
 fi
 [[ "$1" == -m ]] && exec "$REAL_PYTHON" "$@"
+[[ "${*: -1}" == --dry-run ]] && exec "$REAL_PYTHON" "$@"
 if [[ " $* " == *" --rehearse "* ]]; then
   echo "rehearsal: config, plan and local classifier server ok"
   case "$FAKE_REHEARSAL" in
@@ -780,8 +781,10 @@ def test_dry_run_rehearses_the_drivers_command_line_where_nemo_rl_imports(
     assert argvs[1] == ["-c", "import nemo_rl"]
     rehearsals = argvs[2:]
     if nemo_rl == "0":
+        # no rehearsal: the recipe's own dry run of the driver's config and overrides instead
         assert res.returncode == 0, res.stderr
-        assert rehearsals == []
+        ((_, _, drv_cmd),) = by_role(res.stdout)["driver"]
+        assert rehearsals == [[*drv_cmd[2:], "--dry-run"]]
         assert [
             line for line in res.stdout.splitlines() if line.startswith("darling: rehears")
         ] == [

@@ -97,6 +97,7 @@ def test_the_weighted_sum_with_columns_and_completion_ids(user_task):
         assert rewards.score(*batch(rows[2:], ["ab"])) == [1.0]
         metrics = rewards.pop_metrics()
         assert metrics["quality_seconds"] > 0 and metrics["reward_timeouts"] == 0
+        assert metrics["reward_pool_start_seconds"] > 0  # the first call started the pool
         assert rewards.pop_metrics() == {"quality_seconds": 0.0, "reward_timeouts": 0.0}
         with pytest.raises(RewardFunctionError, match=r"prompts.jsonl:3 \(id c\)"):
             rewards.score(*batch(rows[2:], ["skip"]))  # every function None: named, stopped

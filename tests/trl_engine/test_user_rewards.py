@@ -9,6 +9,7 @@ and the TRL engine trains two steps on it with DARLING's metrics logged.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
 import sys
@@ -20,10 +21,11 @@ import pytest
 import yaml
 from helpers import REPO
 
+from darling_nemo.console import say
 from darling_nemo.recipe import Recipe, run_recipe
 from darling_nemo.schema import DarlingConfig
 from darling_nemo.trl.reward import DarlingReward
-from darling_nemo.user_rewards import RewardFunctionError, UserQuality
+from darling_nemo.user_rewards import POOL_START_METRIC, RewardFunctionError, UserQuality
 
 
 def recipe_task() -> Recipe:
@@ -354,6 +356,11 @@ def test_quality_is_trls_weighted_nansum_in_the_pool(tmp_path):
             completions=["one", "two", long, long + "one"],
             answer=["one", "one", "one", "one"],
         )
+        # the pool's start-up (every worker up) is its own figure, not the functions' time
+        started = quality.last_metrics.pop(POOL_START_METRIC)
+        assert started > 0.0 and quality.pool_start_total == started
+        assert quality(prompts=["p"], completions=["one"], answer=["one"]) == [2.5]
+        assert POOL_START_METRIC not in quality.last_metrics  # the same pool
     finally:
         quality.close()
     # row 2: says_answer 0.0 counts, short None is skipped; row 3: 2 * 1.0 + nothing
@@ -384,6 +391,24 @@ def test_a_hung_call_is_stopped_counted_and_scores_zero(tmp_path, capsys):
         assert quality(prompts=["a", "b"], completions=["x", "y"]) == [1.0, 1.0]  # a new pool
     finally:
         quality.close()
+
+
+def test_a_run_time_line_never_shares_a_line_with_a_progress_bar():
+    """The pool's lines go through console.say: with a bar open (TRL's, on the same stream)
+    the line is written on its own line and the bar redrawn below it."""
+    from tqdm import tqdm
+
+    out = io.StringIO()
+    with tqdm(total=4, file=out, ascii=True) as bar:
+        bar.update(1)
+        assert not out.getvalue().endswith("\n")  # a bar's line is open
+        say("rewards:slow: 1 call(s) past task.reward_timeout_s=2.0s stopped", file=out)
+        bar.update(1)
+    lines = re.split(r"[\r\n]", out.getvalue())
+    assert "rewards:slow: 1 call(s) past task.reward_timeout_s=2.0s stopped" in lines
+    plain = io.StringIO()
+    say("no bar", file=plain)
+    assert plain.getvalue() == "no bar\n"
 
 
 def test_a_raising_function_names_itself_the_row_and_the_exception(tmp_path):
@@ -442,20 +467,30 @@ def breaks_once(prompts, completions, trainer_state=None, **kwargs):
     flag = Path(__file__).with_name("broken")
     if trainer_state is not None and trainer_state.global_step >= 1 and flag.exists():
         raise KeyError("tests")
+    if trainer_state is not None and Path(__file__).with_name("silent").exists():
+        return [None for _ in completions]
     return [0.0 for _ in completions]
+
+def quiet_answer(prompts, completions, answer, trainer_state=None, **kwargs):
+    # None for every completion at run time only: the run's first check calls it without
+    if trainer_state is not None and Path(__file__).with_name("silent").exists():
+        return [None for _ in completions]
+    return says_answer(prompts, completions, answer)
 """
 )
 
 
 def test_the_trl_engine_trains_two_steps_on_a_users_module(tmp_path, monkeypatch, capsys):
     """A function that raises at step 2 ends the run in one line (exit 1) naming it, the
-    row and the kept checkpoint; the same command then resumes and finishes with DARLING's
-    metrics and the functions' own logged. The method is outcome, its classes the final
-    answers of the user's answer function."""
+    row and the kept checkpoint; so does, resumed, a step 2 where every function returns
+    None for a completion (naming the functions); the same command then resumes and
+    finishes with DARLING's metrics and the functions' own logged, the pool's start-up apart
+    from the functions' time. The method is outcome, its classes the final answers of the
+    user's answer function."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     folder = user_folder(tmp_path, "user_rewards_train", BREAKS_AT_STEP_2 + ANSWERS)
     (folder / "broken").touch()
-    funcs = ["user_rewards_train:says_answer", "user_rewards_train:breaks_once"]
+    funcs = ["user_rewards_train:quiet_answer", "user_rewards_train:breaks_once"]
     answers = "user_rewards_train:number_word"
     config = write_config(tmp_path, folder, funcs, reward_weights=[1.0, 0.1], answer_func=answers)
     cfg = yaml.safe_load(config.read_text())
@@ -474,6 +509,20 @@ def test_the_trl_engine_trains_two_steps_on_a_users_module(tmp_path, monkeypatch
     assert line, err[-1]
     assert int(line[1]) == int(line[2]) + 1  # the row's line and its id agree
     (folder / "broken").unlink()
+    (folder / "silent").touch()
+    assert run_recipe(TASK, "test", ["--config", str(config)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    line = re.fullmatch(
+        r"darling_task: every reward function \(user_rewards_train:quiet_answer, "
+        r"user_rewards_train:breaks_once\) returned None for "
+        + row
+        + ": DARLING needs a quality for every completion; stopped after step 1 of 2; the "
+        + re.escape(f"last complete checkpoint is checkpoint-1 in {tmp_path / 'run'}; ")
+        + "the same command resumes from it",
+        err[-1],
+    )
+    assert line, err[-1]
+    (folder / "silent").unlink()
     assert run_recipe(TASK, "test", ["--config", str(config)]) == 0
     final = json.loads((tmp_path / "run" / "final_metrics.json").read_text())
     assert (final["global_step"], final["resumed_from_step"]) == (2, 1)
@@ -483,4 +532,6 @@ def test_the_trl_engine_trains_two_steps_on_a_users_module(tmp_path, monkeypatch
         assert record["darling/reward_timeouts"] == 0.0
         assert record["darling/answer_timeouts"] == 0.0  # the answer function was called
         assert record["darling/quality_seconds"] > 0.0
+        # each step here started a pool (step 2: the resumed run's), timed on its own
+        assert record["darling/reward_pool_start_seconds"] > 0.0
         assert record["darling/num_groups"] == 2
