@@ -48,6 +48,7 @@ CODE = [
     Path(__file__),
     PACKAGE / "rehearsal" / "contract_vllm.py",
     PACKAGE / "judges" / "served.py",
+    PACKAGE / "judges" / "served_wire.py",
     PACKAGE / "classify_server.py",
     PACKAGE / "judges" / "serve_flags.py",
     PACKAGE / "judges" / "auth.py",
@@ -198,7 +199,7 @@ def check_protocol(model: str) -> str:
     )
 
     from darling_nemo.classify_server import classify_body
-    from darling_nemo.judges.served import classify_payload, parse_reply
+    from darling_nemo.judges.served_wire import classify_payload, parse_reply
 
     payload = classify_payload(["[CLS] a [SEP] b [SEP]"], model)
     unknown = sorted(set(payload) - set(ClassificationRequest.model_fields))
