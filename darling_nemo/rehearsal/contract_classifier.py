@@ -315,7 +315,7 @@ def middleware_problem(parsed: Any) -> str:
     import importlib
     import inspect
 
-    from darling_nemo.judges.auth import MIDDLEWARE
+    from darling_nemo.judges.auth import MIDDLEWARE, TOKEN_ENV, new_token
 
     if not isinstance(parsed, list):
         return "vLLM 0.10.0's serve parser has no --middleware list"
@@ -325,7 +325,14 @@ def middleware_problem(parsed: Any) -> str:
             "without the job's token"
         )
     module, name = MIDDLEWARE.rsplit(".", 1)
-    imported = getattr(importlib.import_module(module), name, None)
+    # the job's server holds a token; without one the name stops the process (judges/auth.py)
+    had = os.environ.get(TOKEN_ENV)
+    os.environ[TOKEN_ENV] = had or new_token()
+    try:
+        imported = getattr(importlib.import_module(module), name, None)
+    finally:
+        if had is None:
+            del os.environ[TOKEN_ENV]
     if not inspect.isclass(imported):
         return f"--middleware {MIDDLEWARE} does not import to a class"
     return ""
