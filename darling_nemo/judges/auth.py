@@ -217,7 +217,8 @@ def prove_server(url: str, token: str | None, timeout_s: float = 10.0) -> None:
         return
     raise UnprovenServerError(
         f"the judge server at {key[0]} did not prove it holds this job's token ({why}); the "
-        "token was not sent: is another program on that port, or a server of another job?"
+        "token was not sent: is another program on that port, a server of another job, or one "
+        "started without the token?"
     )
 
 

@@ -220,7 +220,7 @@ def test_a_judge_holding_another_jobs_token_refuses_to_start(token_server, monke
     refusal = (  # it cannot prove it holds this job's token: the token is never sent
         f"the judge server at {token_server} did not prove it holds this job's token (GET "
         "/darling/proof answered no proof, or a wrong one); the token was not sent: is another "
-        "program on that port, or a server of another job?"
+        "program on that port, a server of another job, or one started without the token?"
     )
     monkeypatch.setenv(auth.TOKEN_ENV, OTHER_JOB_TOKEN)
     with pytest.raises(ServedJudgeError) as probed:
