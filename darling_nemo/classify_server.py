@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from darling_nemo.judges import auth
+from darling_nemo.judges import auth, conn_guard
 from darling_nemo.judges.cross_encoder import SequenceClassifier
 from darling_nemo.judges.prefix_cache import BLOCK_TOKENS, PrefixCache, is_causal_classifier
 from darling_nemo.schema import CrossEncoderJudgeConfig, ServedJudgeConfig
@@ -268,15 +268,21 @@ def classify_body(
 
 
 def token_check(token: str | None) -> Any:
-    """The aiohttp middleware that answers 401 unless a request carries the token, as
-    judges.auth.BearerTokenAuth does in vLLM (every path but /health); None: no check."""
+    """The aiohttp middleware that answers 401 unless a request carries the token, and the
+    token's proof at auth.PROOF_PATH, as judges.auth.BearerTokenAuth does in vLLM (every path
+    but /health); None: no check (and no proof: a client holding a token refuses us)."""
 
     @web.middleware
     async def require_token(request: web.Request, handler: Any) -> web.StreamResponse:
+        if token is not None and request.path == auth.PROOF_PATH:
+            status, body = auth.proof_reply(request.query_string, token)
+            return web.json_response(body, status=status)
         given = request.headers.getall("Authorization", [])
         if token is None or auth.authorized(
             request.path, given[0] if len(given) == 1 else None, token
         ):
+            if request.path not in auth.OPEN_PATHS:  # /health proves nothing about a client
+                conn_guard.authenticated(request)
             return await handler(request)
         return web.json_response(
             auth.UNAUTHORIZED_BODY, status=401, headers={"WWW-Authenticate": "Bearer"}
@@ -378,13 +384,14 @@ def make_app(
 async def serve(app: web.Application, host: str, port: int) -> None:
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # the real port when port was 0
+    # not a TCPSite: connections that never finish a request are closed (judges/conn_guard.py)
+    server = await conn_guard.start_guarded(runner, host, port)
+    bound = server.sockets[0].getsockname()[1]  # the real port when port was 0
     print(f"READY http://{host}:{bound}", flush=True)
     try:
         await asyncio.Event().wait()
     finally:
+        server.close()
         await runner.cleanup()
 
 

@@ -110,9 +110,11 @@ def endpoints_yaml(cfg: ClassifierServersConfig) -> str:
 
 
 def wait_ready(
-    cfg: ClassifierServersConfig, procs: list[subprocess.Popen], deadline: float
+    cfg: ClassifierServersConfig, procs: list[subprocess.Popen], deadline: float, token: str
 ) -> None:
-    """Poll every server's /health until all answer; raise if one exits or time runs out."""
+    """Poll every server's /health until all answer, then have each prove it holds `token`
+    (a squatter on a port answers /health too); raise if one exits, fails its proof, or time
+    runs out."""
     host = listen_host(cfg)
     local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     waiting = {k: f"http://{local}:{cfg.base_port + k}/health" for k in range(len(procs))}
@@ -124,9 +126,11 @@ def wait_ready(
                 )
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
-                    if resp.status == 200:
-                        del waiting[k]
-            except (urllib.error.URLError, OSError):
+                    healthy = resp.status == 200
+                if healthy:
+                    auth.prove_server(url.removesuffix("/health"), token, timeout_s=10)
+                    del waiting[k]
+            except (urllib.error.URLError, OSError):  # not up yet (a failed proof: raised)
                 pass
         if waiting and time.monotonic() > deadline:
             raise RuntimeError(
@@ -198,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     stderr=subprocess.STDOUT,
                 )
             )
-        wait_ready(cfg, procs, time.monotonic() + cfg.ready_timeout_s)
+        wait_ready(cfg, procs, time.monotonic() + cfg.ready_timeout_s, token)
         text = endpoints_yaml(cfg)
         if cfg.endpoints_file:
             Path(cfg.endpoints_file).write_text(text)

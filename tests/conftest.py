@@ -29,6 +29,15 @@ settings.register_profile(
 settings.load_profile("darling")
 
 
+@pytest.fixture(autouse=True)
+def no_job_token(monkeypatch):
+    """No judge token unless a test sets one, and none left behind: the one-node launcher
+    puts its token in os.environ for the driver's judge, and a client holding a token asks
+    every server (open ones too) to prove it holds it (judges/auth.py)."""
+    monkeypatch.delenv("DARLING_JUDGE_TOKEN", raising=False)
+    monkeypatch.delenv("DARLING_JUDGE_TOKEN_FILE", raising=False)
+
+
 @pytest.fixture
 def offline(monkeypatch):
     """No Hugging Face hub: every model a test loads is a local folder."""

@@ -12,9 +12,13 @@ registry.py maps each kind to its config, builder, model files, prefix judging a
 
 from __future__ import annotations
 
-from darling_nemo.core import PairJudge
-from darling_nemo.judges.registry import judge_kind
-from darling_nemo.schema import JudgeConfig
+from typing import TYPE_CHECKING
+
+# Nothing heavy at import: vLLM imports judges/auth.py (its --middleware) and with it this
+# package, and the built-in kinds are known to the schema without the registry.
+if TYPE_CHECKING:
+    from darling_nemo.core import PairJudge
+    from darling_nemo.schema import JudgeConfig
 
 
 class JudgeError(RuntimeError):
@@ -23,4 +27,6 @@ class JudgeError(RuntimeError):
 
 def make_judge(cfg: JudgeConfig) -> PairJudge | None:
     """The judge a config asks for; None for the lexical rules alone (no model)."""
+    from darling_nemo.judges.registry import judge_kind
+
     return judge_kind(cfg).build(cfg)

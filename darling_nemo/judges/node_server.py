@@ -129,8 +129,10 @@ def _log_tail(log: Path, lines: int = 3) -> str:
 
 
 def wait_healthy(launch: NodeServerConfig, proc: subprocess.Popen, log: Path) -> float:
-    """Poll GET /health until it answers 200; the seconds it took. NodeServerError when the
-    process exits first or `ready_timeout_s` passes, naming the log and its last lines."""
+    """Poll GET /health until it answers 200, then have the server prove it holds the job's
+    token (/health says nothing about who answers it: a squatter on the port would); the
+    seconds it took. NodeServerError when the process exits first or `ready_timeout_s`
+    passes, naming the log and its last lines, or when the proof fails (one line)."""
     started = time.monotonic()
     while not _healthy(launch.url):
         waited = time.monotonic() - started
@@ -149,6 +151,12 @@ def wait_healthy(launch: NodeServerConfig, proc: subprocess.Popen, log: Path) ->
             f"the classifier server ({launch.model}) {what}; its log: {log}"
             + (f" (last lines: {tail})" if tail else "")
         )
+    try:
+        auth.prove_server(launch.url, auth.job_token(), timeout_s=10)
+    except OSError as err:
+        raise NodeServerError(f"{launch.url}: no proof of the job's token: {err}") from None
+    except auth.UnprovenServerError as err:
+        raise NodeServerError(str(err)) from None
     return time.monotonic() - started
 
 

@@ -25,8 +25,9 @@ Start-up: `probe_served_judge` checks every endpoint in seconds (reachable, heal
 the configured model, answering /classify) and names each bad one, so a typo in a URL or a
 model name fails before a training job's long set-up rather than at its first step.
 
-Every request carries this job's token (judges/auth.py); a 401 (a server of another job)
-fails the probe, or the call, at once with one line saying so.
+Every request carries this job's token (judges/auth.py), sent to an endpoint only once it
+proved it holds the token (`auth.prove_server`); no proof, or a 401 (a squatter on the port,
+a server of another job), fails the probe, or the call, at once with one line saying so.
 
 Failures: a connection error, timeout, 5xx/404 status or malformed reply takes the endpoint
 out of rotation for `endpoint_cooldown_s` and the request is retried elsewhere after an
@@ -49,7 +50,6 @@ import contextlib
 import errno
 import json
 import logging
-import math
 import socket
 import threading
 import weakref
@@ -62,6 +62,18 @@ import aiohttp
 
 from darling_nemo.core import PairJudge
 from darling_nemo.judges import JudgeError, auth
+from darling_nemo.judges.served_wire import (
+    BadRequest,
+    EndpointFailure,
+    NoReply,
+    Refused,
+    by_first_response,
+    cached_tokens,
+    classify_payload,
+    pack_requests,
+    parse_reply,
+    prove_endpoint,
+)
 from darling_nemo.judges.templates import PairFormatter
 from darling_nemo.plan import resolve_architecture
 from darling_nemo.schema import PAIR_TEMPLATES, ServedJudgeConfig
@@ -73,22 +85,6 @@ MAX_BACKOFF_S = 8.0
 
 class ServedJudgeError(JudgeError):
     """The classifier servers could not judge a call's pairs (and no fallback is set)."""
-
-
-class _EndpointFailure(Exception):
-    """The endpoint's fault (down, slow, broken reply): retry on another endpoint."""
-
-
-class _NoReply(_EndpointFailure):
-    """No reply within the request's timeout."""
-
-
-class _BadRequest(Exception):
-    """The request's fault (HTTP 400): no endpoint will accept it."""
-
-
-class _Refused(_BadRequest):
-    """HTTP 401: the server holds another token (another job's)."""
 
 
 @dataclass
@@ -106,73 +102,6 @@ class _Endpoint:
         state = "resting" if self.resting_until > now else "up"
         last = f"; last error: {self.last_error}" if self.last_error else ""
         return f"{name}: {state}, {self.failures} failed request(s){last}"
-
-
-def classify_payload(texts: list[str], model: str | None) -> dict[str, Any]:
-    """The /classify request body (rehearsal.contract_classifier checks it against vLLM's)."""
-    payload: dict[str, Any] = {"input": texts}
-    if model is not None:
-        payload["model"] = model
-    return payload
-
-
-def parse_reply(body: str, expected: int) -> list[float]:
-    """P(similar) per input from a /classify reply body; raise _EndpointFailure if malformed."""
-    try:
-        reply = json.loads(body)
-        data = reply["data"]
-        if not isinstance(data, list) or len(data) != expected:
-            got = len(data) if isinstance(data, list) else type(data).__name__
-            raise ValueError(f"expected {expected} results in `data`, got {got}")
-        indices = [item.get("index", k) for k, item in enumerate(data)]
-        if sorted(indices) != list(range(expected)):
-            raise ValueError(f"result indices are not 0..{expected - 1}")
-        probs: list[float] = [0.0] * expected
-        for index, item in zip(indices, data, strict=True):
-            p = item["probs"]
-            if not isinstance(p, list) or len(p) < 2:
-                raise ValueError(f"`probs` of result {index} is not a list of >= 2 numbers")
-            last = float(p[-1])
-            if not (math.isfinite(last) and -1e-6 <= last <= 1 + 1e-6):
-                raise ValueError(f"probs[-1] of result {index} is {last}, not a probability")
-            probs[index] = last
-        return probs
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise _EndpointFailure(f"malformed reply ({err}): {body[:200]!r}") from None
-
-
-def cached_tokens(body: str) -> int:
-    """`usage.prompt_tokens_details.cached_tokens` of a reply (0 when the server says none)."""
-    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
-        details = json.loads(body)["usage"]["prompt_tokens_details"] or {}
-        return int(details.get("cached_tokens") or 0)
-    return 0
-
-
-def by_first_response(firsts: Sequence[str]) -> list[list[int]]:
-    """Pair indices grouped by their first response, groups and members in call order."""
-    groups: dict[str, list[int]] = {}
-    for k, first in enumerate(firsts):
-        groups.setdefault(first, []).append(k)
-    return list(groups.values())
-
-
-def pack_requests(
-    tokens: Sequence[int], tokens_per_request: int, pairs_per_request: int
-) -> list[tuple[int, int]]:
-    """Cut pairs, in order, into requests: [start, stop) spans of at most `pairs_per_request`
-    pairs whose token counts sum to at most `tokens_per_request`; a pair longer than the
-    budget goes alone. Greedy, which gives the fewest requests any in-order cut can."""
-    spans: list[tuple[int, int]] = []
-    start, used = 0, 0
-    for k, count in enumerate(tokens):
-        if k > start and (used + count > tokens_per_request or k - start == pairs_per_request):
-            spans.append((start, k))
-            start, used = k, 0
-        used += count
-    if len(tokens) > start:
-        spans.append((start, len(tokens)))
-    return spans
 
 
 class ServedJudge:
@@ -193,7 +122,8 @@ class ServedJudge:
             tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
         self.formatter = PairFormatter(cfg.template, cfg.max_length, cfg.truncation, tokenizer)
         self.endpoints = [_Endpoint(e.url, e.model) for e in cfg.endpoints]
-        self.headers = auth.bearer_header(auth.job_token())
+        self.token = auth.job_token()
+        self.headers = auth.bearer_header(self.token)
         self.affinity = (
             cfg.prefix_affinity
             if cfg.prefix_affinity is not None
@@ -318,9 +248,9 @@ class ServedJudge:
         for (members,), result in zip(work, results, strict=True):
             outcomes = result if isinstance(result, list) else [(members, result)]
             for indices, outcome in outcomes:
-                if isinstance(outcome, _Refused):
+                if isinstance(outcome, Refused):
                     raise ServedJudgeError(f"served judge: {outcome}")
-                if isinstance(outcome, _BadRequest):
+                if isinstance(outcome, BadRequest):
                     raise ServedJudgeError(
                         f"served judge: the server rejected a request: {outcome}. Over-long "
                         "inputs: set judge.truncation=tokens with judge.tokenizer, or a smaller "
@@ -348,7 +278,7 @@ class ServedJudge:
         try:
             first = await self._request([texts[k] for k in lead], deadline, chosen)
             outcomes.append((lead, first))
-        except (_EndpointFailure, _BadRequest) as err:
+        except (EndpointFailure, BadRequest) as err:
             if self.cfg.fallback is None:
                 raise
             outcomes.append((lead, err))
@@ -384,12 +314,12 @@ class ServedJudge:
                 if isinstance(prefer, dict):
                     prefer["endpoint"] = endpoint
                 return probs
-            except _EndpointFailure as err:
+            except EndpointFailure as err:
                 self.stats["failed_requests"] += 1
-                if isinstance(err, _NoReply) and timeout < self.cfg.request_timeout_s:
+                if isinstance(err, NoReply) and timeout < self.cfg.request_timeout_s:
                     # The call's deadline cut the wait short, not the endpoint: it stays in
                     # rotation (no failure counted, no cooldown), and no retry has time left.
-                    raise _EndpointFailure(
+                    raise EndpointFailure(
                         f"deadline of {self.cfg.deadline_s:g}s passed while waiting "
                         f"{timeout:.1f}s for {endpoint.url}"
                     ) from None
@@ -398,14 +328,14 @@ class ServedJudge:
                 endpoint.resting_until = self._loop.time() + self.cfg.endpoint_cooldown_s
                 log.info("served judge: %s failed (attempt %d): %s", endpoint.url, attempt, err)
                 if attempt == self.cfg.max_attempts:
-                    raise _EndpointFailure(f"{endpoint.url}: {err}") from None
+                    raise EndpointFailure(f"{endpoint.url}: {err}") from None
             finally:
                 endpoint.in_flight -= 1
                 async with self._net["slot_freed"]:
                     self._net["slot_freed"].notify_all()
             delay = min(self.cfg.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
             if self._loop.time() + delay >= deadline:
-                raise _EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
+                raise EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -416,14 +346,14 @@ class ServedJudge:
         while True:
             now = self._loop.time()
             if now >= deadline:
-                raise _EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
+                raise EndpointFailure(f"deadline of {self.cfg.deadline_s:g}s passed")
             rotation = [e for e in self.endpoints if e.resting_until <= now]
             if pinned is not None and pinned in rotation:
                 rotation = [pinned]
             if not rotation:
                 first_back = min(self.endpoints, key=lambda e: e.resting_until)
                 if self.cfg.fallback is not None:  # the fallback answers now, not after rests
-                    raise _EndpointFailure(
+                    raise EndpointFailure(
                         f"every endpoint is resting after failures ({first_back.url}: "
                         f"{first_back.last_error})"
                     )
@@ -442,6 +372,7 @@ class ServedJudge:
         session: aiohttp.ClientSession = self._net["session"]
         payload = classify_payload(texts, endpoint.model)
         self.stats["requests"] += 1
+        await prove_endpoint(endpoint.url, self.token, timeout)
         try:
             async with session.post(
                 f"{endpoint.url}/classify",
@@ -452,15 +383,15 @@ class ServedJudge:
                 body = await resp.text()
                 status = resp.status
         except TimeoutError:
-            raise _NoReply(f"no reply within {timeout:.1f}s") from None
+            raise NoReply(f"no reply within {timeout:.1f}s") from None
         except aiohttp.ClientError as err:
-            raise _EndpointFailure(f"{type(err).__name__}: {err}") from None
+            raise EndpointFailure(f"{type(err).__name__}: {err}") from None
         if status == 401:
-            raise _Refused(auth.refusal(endpoint.url))
+            raise Refused(auth.refusal(endpoint.url))
         if status == 400:
-            raise _BadRequest(f"{endpoint.url}: HTTP 400: {body[:300]}")
+            raise BadRequest(f"{endpoint.url}: HTTP 400: {body[:300]}")
         if status != 200:
-            raise _EndpointFailure(f"HTTP {status}: {body[:200]}")
+            raise EndpointFailure(f"HTTP {status}: {body[:200]}")
         probs = parse_reply(body, len(texts))
         self.stats["cached_tokens"] += cached_tokens(body)
         return probs
@@ -492,11 +423,13 @@ def probe_served_judge(
     spec = PAIR_TEMPLATES[config.template]
     probe_text = f"{spec.cls_token} probe {spec.sep_token} probe {spec.sep_token}"
 
+    token = auth.job_token()
+
     async def probe_all() -> list[str | None]:
         # trust_env=False (the default) as the judge's own session: proxies are not used
-        async with aiohttp.ClientSession(headers=auth.bearer_header(auth.job_token())) as session:
+        async with aiohttp.ClientSession() as session:  # the token: per request, once proven
             checks = [
-                _probe_endpoint(session, e.url, e.model, probe_text, timeout_s)
+                _probe_endpoint(session, e.url, e.model, probe_text, timeout_s, token)
                 for e in config.endpoints
             ]
             return await asyncio.gather(*checks)
@@ -526,6 +459,7 @@ async def _probe_endpoint(
     model: str | None,
     probe_text: str,
     timeout_s: float,
+    token: str | None,
 ) -> str | None:
     """What is wrong with one endpoint, or None."""
     step = "GET /health"
@@ -534,8 +468,11 @@ async def _probe_endpoint(
             async with session.get(f"{url}/health") as resp:
                 if resp.status != 200:
                     return f"{step}: HTTP {resp.status} (not a vLLM or classify_server?)"
+            step = f"GET {auth.PROOF_PATH}"
+            await prove_endpoint(url, token, timeout_s)
+            headers = auth.bearer_header(token)
             step = "GET /v1/models"
-            async with session.get(f"{url}/v1/models") as resp:
+            async with session.get(f"{url}/v1/models", headers=headers) as resp:
                 body = await resp.text()
                 if resp.status == 401:
                     return auth.refusal(url)
@@ -550,7 +487,7 @@ async def _probe_endpoint(
                 return f"model {model!r} is not served there; it serves {names}"
             step = "POST /classify"
             payload = classify_payload([probe_text], model)
-            async with session.post(f"{url}/classify", json=payload) as resp:
+            async with session.post(f"{url}/classify", json=payload, headers=headers) as resp:
                 body = await resp.text()
                 if resp.status == 401:
                     return auth.refusal(url)
@@ -567,7 +504,9 @@ async def _probe_endpoint(
         return f"cannot connect: {err.os_error or err}"
     except aiohttp.ClientError as err:
         return f"{step}: {type(err).__name__}: {err}"
-    except _EndpointFailure as err:
+    except Refused as err:
+        return str(err)
+    except EndpointFailure as err:
         return f"{step}: {err}"
     return None
 

@@ -48,6 +48,7 @@ CODE = [
     Path(__file__),
     PACKAGE / "rehearsal" / "contract_vllm.py",
     PACKAGE / "judges" / "served.py",
+    PACKAGE / "judges" / "served_wire.py",
     PACKAGE / "classify_server.py",
     PACKAGE / "judges" / "serve_flags.py",
     PACKAGE / "judges" / "auth.py",
@@ -198,7 +199,7 @@ def check_protocol(model: str) -> str:
     )
 
     from darling_nemo.classify_server import classify_body
-    from darling_nemo.judges.served import classify_payload, parse_reply
+    from darling_nemo.judges.served_wire import classify_payload, parse_reply
 
     payload = classify_payload(["[CLS] a [SEP] b [SEP]"], model)
     unknown = sorted(set(payload) - set(ClassificationRequest.model_fields))
@@ -314,7 +315,7 @@ def middleware_problem(parsed: Any) -> str:
     import importlib
     import inspect
 
-    from darling_nemo.judges.auth import MIDDLEWARE
+    from darling_nemo.judges.auth import MIDDLEWARE, TOKEN_ENV, new_token
 
     if not isinstance(parsed, list):
         return "vLLM 0.10.0's serve parser has no --middleware list"
@@ -324,7 +325,14 @@ def middleware_problem(parsed: Any) -> str:
             "without the job's token"
         )
     module, name = MIDDLEWARE.rsplit(".", 1)
-    imported = getattr(importlib.import_module(module), name, None)
+    # the job's server holds a token; without one the name stops the process (judges/auth.py)
+    had = os.environ.get(TOKEN_ENV)
+    os.environ[TOKEN_ENV] = had or new_token()
+    try:
+        imported = getattr(importlib.import_module(module), name, None)
+    finally:
+        if had is None:
+            del os.environ[TOKEN_ENV]
     if not inspect.isclass(imported):
         return f"--middleware {MIDDLEWARE} does not import to a class"
     return ""

@@ -3,7 +3,8 @@
     python tests/judges/health_server.py serve MODE --task classify --host H --port P ...
 
 MODE ok: GET /health answers 200; never: it answers 503 forever; exit: exits with status 3
-before listening. Writes its pid and CUDA_VISIBLE_DEVICES (or "-") to $HEALTH_SERVER_RECORD,
+before listening. With --middleware and a token, GET /darling/proof answers the token's proof
+as vLLM's middleware does (judges/auth.py), so the launcher's wait trusts it. Writes its pid and CUDA_VISIBLE_DEVICES (or "-") to $HEALTH_SERVER_RECORD,
 and its command line and DARLING_JUDGE_TOKEN (the job's token, "-" if none) to that path +
 ".token".
 """
@@ -11,10 +12,13 @@ and its command line and DARLING_JUDGE_TOKEN (the job's token, "-" if none) to t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from darling_nemo.judges import auth
 
 
 def main() -> int:
@@ -38,8 +42,19 @@ def main() -> int:
         return 3
     status = 200 if args.mode == "ok" else 503
 
+    token = auth.job_token() if args.middleware else None
+
     class Health(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            path, _, query = self.path.partition("?")
+            if path == auth.PROOF_PATH and token is not None:
+                code, body = auth.proof_reply(query, token)
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             self.send_response(status if self.path == "/health" else 404)
             self.end_headers()
 

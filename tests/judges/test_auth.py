@@ -99,13 +99,11 @@ async def echo_app(scope, receive, send):
 
 @pytest.fixture
 def asgi_server(monkeypatch) -> Iterator[str]:
-    """BearerTokenAuth around an app under uvicorn on 127.0.0.1, the token in the server's
+    """The middleware around an app under uvicorn on 127.0.0.1, the token in the server's
     environment as a job hands it (vLLM builds the middleware with `app.add_middleware`)."""
     uvicorn = pytest.importorskip("uvicorn")
     monkeypatch.setenv(auth.TOKEN_ENV, JOB_TOKEN)
-    config = uvicorn.Config(
-        auth.BearerTokenAuth(echo_app), host="127.0.0.1", port=0, log_level="error"
-    )
+    config = uvicorn.Config(auth.TokenAuth(echo_app), host="127.0.0.1", port=0, log_level="error")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -126,19 +124,33 @@ def test_the_vllm_middleware_refuses_every_request_without_the_jobs_token(asgi_s
     assert request(asgi_server, "GET", "/v1/models", headers) == (200, {"served": "/v1/models"})
 
 
+def test_the_vllm_middleware_proves_it_holds_the_token(asgi_server):
+    nonce = "ab" * 16
+    status, reply = request(asgi_server, "GET", f"{auth.PROOF_PATH}?nonce={nonce}", [])
+    assert (status, reply) == (200, {"proof": auth.proof(JOB_TOKEN, nonce)})
+    assert reply["proof"] != auth.proof(OTHER_JOB_TOKEN, nonce)
+    for query in ("", "?nonce=xyz", f"?nonce={nonce}&nonce={nonce}", f"?nonce={'a' * 200}"):
+        assert request(asgi_server, "GET", f"{auth.PROOF_PATH}{query}", [])[0] == 400, query
+    auth.prove_server(asgi_server, JOB_TOKEN, timeout_s=30)  # the client's side
+    assert auth.proven(asgi_server, JOB_TOKEN)
+    with pytest.raises(auth.UnprovenServerError, match="did not prove it holds"):
+        auth.prove_server(asgi_server, OTHER_JOB_TOKEN, timeout_s=30)
+
+
 def test_the_vllm_middleware_without_a_token_stops_the_server_at_start(monkeypatch, tmp_path):
     monkeypatch.delenv(auth.TOKEN_ENV, raising=False)
     monkeypatch.delenv(auth.TOKEN_FILE_ENV, raising=False)
     with pytest.raises(auth.TokenError, match="no token: set DARLING_JUDGE_TOKEN"):
-        auth.BearerTokenAuth(echo_app)
+        auth.TokenAuth(echo_app)
     # a token file: read when only the user can read it
     token_file = auth.write_token_file(tmp_path / "judge_token", JOB_TOKEN)
     assert os.stat(token_file).st_mode & 0o777 == 0o600
     monkeypatch.setenv(auth.TOKEN_FILE_ENV, str(token_file))
-    assert auth.BearerTokenAuth(echo_app).token == JOB_TOKEN
+    assert auth.BearerTokenAuth is auth.TokenAuth  # vLLM's name for it, with a token
+    assert auth.TokenAuth(echo_app).token == JOB_TOKEN
     token_file.chmod(0o644)
     with pytest.raises(auth.TokenError, match=r"others can read it \(mode 644\); chmod 600"):
-        auth.BearerTokenAuth(echo_app)
+        auth.TokenAuth(echo_app)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,6 +194,10 @@ def served_judge(url: str):
 @pytest.mark.usefixtures("offline")
 def test_classify_server_refuses_every_request_without_the_jobs_token(token_server):
     assert_refuses_every_attack(token_server)
+    nonce = "cd" * 32
+    status, reply = request(token_server, "GET", f"{auth.PROOF_PATH}?nonce={nonce}", [])
+    assert (status, reply) == (200, {"proof": auth.proof(JOB_TOKEN, nonce)})
+    assert request(token_server, "GET", f"{auth.PROOF_PATH}?nonce=no", [])[0] == 400
 
 
 @pytest.mark.usefixtures("offline")
@@ -201,9 +217,10 @@ def test_the_served_judge_sends_the_token_and_gets_todays_verdicts(
 
 @pytest.mark.usefixtures("offline")
 def test_a_judge_holding_another_jobs_token_refuses_to_start(token_server, monkeypatch):
-    refusal = (
-        f"the judge server at {token_server} refused this job's token: was it started by "
-        "another job?"
+    refusal = (  # it cannot prove it holds this job's token: the token is never sent
+        f"the judge server at {token_server} did not prove it holds this job's token (GET "
+        "/darling/proof answered no proof, or a wrong one); the token was not sent: is another "
+        "program on that port, a server of another job, or one started without the token?"
     )
     monkeypatch.setenv(auth.TOKEN_ENV, OTHER_JOB_TOKEN)
     with pytest.raises(ServedJudgeError) as probed:
