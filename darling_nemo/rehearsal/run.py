@@ -37,6 +37,7 @@ from darling_nemo.judges import auth
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.nemo_rl.judging_plan import judging_plan
+from darling_nemo.nemo_rl.ray_env import ray_env_vars
 from darling_nemo.rehearsal.contract import contract_phase
 from darling_nemo.rehearsal.phases import (
     REHEARSAL_PROB_ERROR_TOLERANCE,
@@ -340,8 +341,8 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
                 "--include-dashboard=false",
                 "--disable-usage-stats",
             ],
-            # as a job's `ray start`: no secret in the environment its workers inherit
-            {k: v for k, v in r.env.items() if not auth.is_secret_name(k)},
+            # the allow-list NeMo-RL's workers get (ray_env.py): its workers inherit it
+            ray_env_vars(r.env),
             r.workdir / "ray.log",
         )
     )
