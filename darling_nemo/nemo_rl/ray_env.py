@@ -89,6 +89,7 @@ RAY_ENV_PREFIXES: dict[str, str] = {
     "NCCL_": "NCCL's network and memory settings (NeMo-RL sets NCCL_CUMEM_ENABLE)",
     "NVTE_": "Transformer Engine's settings for the Megatron workers",
     "TORCH_": "torch.distributed's and torch.compile's settings",
+    "PYTORCH_": "the CUDA caching allocator's settings (PYTORCH_CUDA_ALLOC_CONF)",
     "TORCHINDUCTOR_": "where torch.compile keeps its kernel cache",
     "TRITON_": "where triton keeps its compiled kernels",
     "NRL_": "NeMo-RL's own settings (NRL_REFIT_*, NRL_VLLM_*, NRL_MEGATRON_CHECKPOINT_DIR)",
