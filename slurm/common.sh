@@ -342,20 +342,52 @@ start_classifiers() {
 # Ray
 # ---------------------------------------------------------------------------------------------
 
-# SECRET_UNSETS (array): `-u NAME` for env(1), for every exported variable whose name marks
-# a secret (as darling_nemo/judges/auth.py's is_secret_name). Ray's workers inherit the
-# environment of `ray start`, and NeMo-RL copies a worker's environment into the runtime_env
-# of the workers it builds there, which Ray's state lists: Ray starts without them.
-secret_unsets() {
-  local name upper pattern='(^|_)TOKENS?(_|$)|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|(^|_)KEY(_|$)'
-  SECRET_UNSETS=()
+# The allow-list of variables Ray gets (darling_nemo/nemo_rl/ray_env.py: RAY_ENV_VARS and
+# RAY_ENV_PREFIXES, with the reason for each; tests/cluster/test_slurm.py checks this copy).
+RAY_ENV_NAMES="PATH HOME USER LOGNAME LANG LC_ALL TZ TMPDIR LD_LIBRARY_PATH VIRTUAL_ENV
+PYTHONPATH PYTHONUNBUFFERED PYTHONHASHSEED OMP_NUM_THREADS MKL_NUM_THREADS
+TOKENIZERS_PARALLELISM TRANSFORMERS_OFFLINE TRANSFORMERS_CACHE HF_HOME HF_HUB_CACHE
+HF_HUB_OFFLINE HF_DATASETS_OFFLINE NEMO_RL_PY_EXECUTABLES_SYSTEM DARLING_REHEARSAL_DIR
+XDG_CACHE_HOME GLOO_SOCKET_IFNAME HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy
+no_proxy"
+RAY_ENV_PREFIXES="CUDA_ NCCL_ NVTE_ TORCH_ PYTORCH_ TORCHINDUCTOR_ TRITON_ NRL_ NEMO_RL_ VLLM_ RAY_
+HF_ WANDB_ UV_ DARLING_ LC_"
+
+# RAY_ENV_ARGS (array): env(1)'s arguments that leave `ray start` only the allow-list: `-u NAME`
+# for every other exported variable and for every name that marks a secret (as
+# darling_nemo/judges/auth.py's is_secret_name), even under an allowed prefix; a URL value
+# without its `user:password@`. Ray's workers inherit the environment of `ray start`, and an
+# actor that builds workers (the reward model's) copies its own into their runtime_env, which
+# Ray's state lists. DARLING_RAY_ENV_EXTRA names more variables (the driver refuses a
+# secret-looking one; here it is unset all the same).
+ray_env_args() {
+  local name upper prefix allowed value unsets=() values=()
+  local pattern='(^|_)TOKENS?(_|$)|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|(^|_)KEY(_|$)'
+  local allowed_extra=${DARLING_RAY_ENV_EXTRA:-}
+  local names=" ${RAY_ENV_NAMES//$'\n'/ } ${allowed_extra//,/ } "
   while read -r name; do
     upper=${name^^}
+    allowed=0
+    [[ "$names" == *" $name "* ]] && allowed=1
+    for prefix in $RAY_ENV_PREFIXES; do
+      [[ "$name" == "$prefix"* ]] && allowed=1
+    done
     if [[ "$name" =~ ^(WANDB_API_KEY|HF_TOKEN|HUGGING_FACE_HUB_TOKEN|DARLING_JUDGE_TOKEN)$ ]] ||
       [[ "$upper" != *_FILE && "$upper" =~ $pattern ]]; then
-      SECRET_UNSETS+=(-u "$name")
+      allowed=0
+    fi
+    if ((!allowed)); then
+      unsets+=(-u "$name")
+      continue
+    fi
+    value=${!name}
+    if [[ "$value" == *://*@* || ("${name,,}" == *proxy && "$value" == *@*) ]]; then
+      value=$(sed -E 's#://[^[:space:]/]*@#://#g' <<<"$value")
+      [[ "${name,,}" == *proxy ]] && value=$(sed -E 's#^[^[:space:]/]*@##' <<<"$value")
+      values+=("$name=$value")
     fi
   done < <(compgen -e)
+  RAY_ENV_ARGS=("${unsets[@]}" "${values[@]}") # env(1) takes its options first
 }
 
 # Ray head on NODES[0], one worker per other node, each in its container; waits until the
@@ -366,8 +398,8 @@ start_ray() {
   local num_nodes=$1 gpus=$2 visible=$3
   local head=${NODES[0]} port=${RAY_PORT:-6379}
   RAY_HEAD_ADDRESS="$(node_address "$head"):$port"
-  secret_unsets
-  local env_prefix=(env "${SECRET_UNSETS[@]}")
+  ray_env_args
+  local env_prefix=(env "${RAY_ENV_ARGS[@]}")
   [[ -n "$visible" ]] && env_prefix+=("CUDA_VISIBLE_DEVICES=$visible")
   local common=(--num-gpus="$gpus" --disable-usage-stats --block)
   container_srun "$head" "$(container_name head)" "$LOG_DIR/ray-head.log"

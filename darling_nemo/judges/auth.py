@@ -70,8 +70,10 @@ class UnprovenServerError(JudgeError):
 
 
 # What counts as a secret in an environment: the variables the jobs know carry one, and any
-# name that says so. They stay out of Ray's state (nemo_rl/adapter.py) and are looked for in
-# everything a rehearsal leaves behind (rehearsal/secrets_check.py).
+# name that says so. Ray gets an allow-list of variables (nemo_rl/ray_env.py), which never
+# passes these names even under an allowed prefix; a rehearsal looks for their values (and
+# for secrets it plants under other names) in everything it leaves behind
+# (rehearsal/secrets_check.py).
 KNOWN_SECRETS = frozenset({TOKEN_ENV, "WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
 SECRET_NAME = re.compile(
     r"(^|_)TOKENS?(_|$)|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|(^|_)KEY(_|$)"

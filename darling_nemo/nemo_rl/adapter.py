@@ -57,7 +57,7 @@ from darling_nemo.nemo_rl.judging_plan import (  # noqa: F401 (OVERLAP_ON: re-ex
     judging_plan,
 )
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV, probed
-from darling_nemo.nemo_rl.ray_env import hand_wandb_its_key, reward_env_vars, secrets_withheld
+from darling_nemo.nemo_rl.ray_env import hand_wandb_its_key, only_allowed_env, reward_env_vars
 from darling_nemo.nemo_rl.touch_points import (
     NEMO_RL_VERSION,
     TouchPointError,
@@ -443,7 +443,7 @@ def start(cfg: dict[str, Any], darling: DarlingConfig | None = None) -> tuple[di
         print(f"darling.judge: {probe(darling.judge)}", flush=True)
     cfg["logger"]["log_dir"] = get_next_experiment_dir(cfg["logger"]["log_dir"])
     print(f"Logging to {cfg['logger']['log_dir']}", flush=True)
-    with secrets_withheld():  # init_ray hands Ray os.environ as the job's runtime_env
+    with only_allowed_env():  # init_ray hands Ray os.environ as the job's runtime_env
         init_ray()
     tokenizer = get_tokenizer(cfg["policy"]["tokenizer"])
     cfg["policy"]["generation"] = configure_generation_config(
@@ -538,11 +538,11 @@ def _setup_and_train(
     plan = judging_plan(cfg, darling)
     # darling.prefix_judging: NeMo-RL builds its async vLLM workers in setup(); they must be
     # the ones that report settled words (prefix_worker.py). setup() copies os.environ into
-    # every worker's runtime_env, which Ray's state lists: the secrets are held back
-    # (ray_env.py); wandb, started there too, has its key in its settings.
+    # every worker's runtime_env, which Ray's state lists: only the allow-listed variables
+    # are set meanwhile (ray_env.py); wandb, started there too, has its key in its settings.
     if cfg["logger"].get("wandb_enabled"):
         hand_wandb_its_key()
-    with secrets_withheld(), prefix_reporting_workers() if plan.prefix.on else nullcontext():
+    with only_allowed_env(), prefix_reporting_workers() if plan.prefix.on else nullcontext():
         (
             policy,
             policy_generation,

@@ -37,6 +37,7 @@ from darling_nemo.judges import auth
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.nemo_rl.judging_plan import judging_plan
+from darling_nemo.nemo_rl.ray_env import ray_env_vars
 from darling_nemo.rehearsal.contract import contract_phase
 from darling_nemo.rehearsal.phases import (
     REHEARSAL_PROB_ERROR_TOLERANCE,
@@ -47,7 +48,7 @@ from darling_nemo.rehearsal.phases import (
     newest_run_scalars,
     verify_run,
 )
-from darling_nemo.rehearsal.secrets_check import check_no_secrets
+from darling_nemo.rehearsal.secrets_check import Planted, check_no_secrets, plant_secrets
 from darling_nemo.rehearsal.shrink import lookup, shrink_overrides, shrunk_cluster
 from darling_nemo.resources import resource_path
 from darling_nemo.schema import validate_darling
@@ -69,6 +70,9 @@ class Rehearsal:
     ray_address: str = ""  # set once the private Ray is up
     # the judge server's token, as a job makes one (or the one given to the rehearsal)
     token: str = field(default_factory=lambda: auth.job_token() or auth.new_token())
+    # secrets under names no deny-list knows, in every process's environment: the secrets
+    # phase looks for them (secrets_check.py)
+    planted: list[Planted] = field(default_factory=plant_secrets)
 
     @property
     def env(self) -> dict[str, str]:
@@ -95,6 +99,7 @@ class Rehearsal:
             PYTHONUNBUFFERED="1",
         )
         env[auth.TOKEN_ENV] = self.token  # in the environment only: never a command line
+        env.update({secret.name: secret.value for secret in self.planted})
         return env
 
 
@@ -340,8 +345,8 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
                 "--include-dashboard=false",
                 "--disable-usage-stats",
             ],
-            # as a job's `ray start`: no secret in the environment its workers inherit
-            {k: v for k, v in r.env.items() if not auth.is_secret_name(k)},
+            # the allow-list NeMo-RL's workers get (ray_env.py): its workers inherit it
+            ray_env_vars(r.env),
             r.workdir / "ray.log",
         )
     )
@@ -362,9 +367,9 @@ def run_expect(steps: int, resumed: bool) -> Expect:
 
 
 def secrets_phase(r: Rehearsal) -> None:
-    """No secret of the rehearsal's environment in Ray's tables (while its Ray still runs)
-    or in any file the rehearsal wrote (rehearsal/secrets_check.py)."""
-    found = check_no_secrets(r.env, r.ray_address, r.workdir)
+    """No secret of the rehearsal's environment, planted ones included, in Ray's tables
+    (while its Ray still runs) or in any file the rehearsal wrote (secrets_check.py)."""
+    found = check_no_secrets(r.env, r.ray_address, r.workdir, r.planted)
     check(not found.startswith("FOUND"), "secrets", found)
     print(f"phase secrets ({found}): PASS", flush=True)
 

@@ -257,6 +257,7 @@ def assert_servers_check_the_token(cluster, res, bind: str | None = None) -> Non
         start = ray.index("ray")
         assert ray[0] == "env" and ray[1:start].count("-u") >= 2, ray
         assert {"WANDB_API_KEY", "DARLING_JUDGE_TOKEN"} <= set(ray[1:start]), ray
+        assert "HF_HOME" not in ray[1:start], ray  # allow-listed: kept
     ((_, node, cmd),) = roles["classifiers"]
     host = bind or f"10.0.0.{int(node[-3:])}"
     assert f"host={host}" in cmd

@@ -1,7 +1,7 @@
 """What of the driver's environment reaches Ray (darling_nemo/nemo_rl/ray_env.py): the reward
-environment's allow-list, and the secrets held back while NeMo-RL's init_ray hands Ray the
-environment. No NeMo-RL needed; the rehearsal (test_rehearsal.py, the math path) checks Ray's
-own tables end to end."""
+environment's allow-list, and the allow-list the environment is narrowed to while NeMo-RL's
+init_ray and setup() hand Ray the environment. No NeMo-RL needed; the rehearsal
+(test_rehearsal.py, the math path) plants secrets and checks Ray's own tables end to end."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ from hypothesis import strategies as st
 
 from darling_nemo.judges.auth import is_secret_name
 from darling_nemo.nemo_rl import adapter
-from darling_nemo.nemo_rl.ray_env import REWARD_ENV_VARS, reward_env_vars, secrets_withheld
+from darling_nemo.nemo_rl.ray_env import (
+    EXTRA_ENV,
+    RAY_ENV_PREFIXES,
+    RAY_ENV_VARS,
+    REWARD_ENV_VARS,
+    only_allowed_env,
+    ray_env_vars,
+    reward_env_vars,
+    strip_url_credentials,
+)
+from darling_nemo.schema import ConfigError
 
 DRIVER_ENV = {
     "WANDB_API_KEY": "wandb-fake-0123456789",
@@ -46,23 +56,91 @@ def test_the_adapter_starts_the_reward_environment_with_the_allow_list():
     assert "reward_env_vars" in source and "environ" not in source
 
 
-def test_secrets_are_withheld_while_init_ray_runs_and_come_back():
-    env = dict(DRIVER_ENV)
-    with secrets_withheld(env) as held:
-        assert held == ["AWS_SECRET_ACCESS_KEY", "DARLING_JUDGE_TOKEN", "HF_TOKEN", "WANDB_API_KEY"]
-        assert set(env) == {"HF_HOME", "HF_HUB_OFFLINE", "PATH", "PYTHONPATH"}
-    assert env == DRIVER_ENV
-    with pytest.raises(ConnectionError), secrets_withheld(env):  # init_ray failing
+# secrets under names no deny-list recognises (issue 45's attack), beside the usual ones
+UNRECOGNISED = {
+    "DATABASE_URL": "postgresql://app:db-pw-0123@db.internal/prod",
+    "GH_PAT": "ghp_fake0123456789",
+    "MYSQL_PWD": "pw-123",
+    "GPG_PASSPHRASE": "correct horse",
+    "SSH_KEYS": "ssh-ed25519 AAAAfake",
+    "MYTOKEN": "tok-0123456789",
+    "DB_PWD": "x7",
+}
+
+
+def test_only_allow_listed_names_are_set_while_init_ray_runs_and_all_come_back():
+    driver = {**DRIVER_ENV, **UNRECOGNISED, "CUDA_VISIBLE_DEVICES": "0,1", "NRL_X": "1"}
+    env = dict(driver)
+    with only_allowed_env(env) as held:
+        assert env == {
+            "HF_HOME": "/shared/hf",
+            "HF_HUB_OFFLINE": "1",
+            "PATH": "/usr/bin",
+            "PYTHONPATH": "/opt/darling-nemo",
+            "CUDA_VISIBLE_DEVICES": "0,1",
+            "NRL_X": "1",
+        }
+        assert held == sorted(set(driver) - set(env))
+        env["VLLM_USE_V1"] = "1"  # what NeMo-RL sets for its workers meanwhile stays
+    assert env == {**driver, "VLLM_USE_V1": "1"}
+    with pytest.raises(ConnectionError), only_allowed_env(env):  # init_ray failing
         raise ConnectionError("no cluster")
-    assert env == DRIVER_ENV
+    assert env == {**driver, "VLLM_USE_V1": "1"}
 
 
-@given(st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,20}", fullmatch=True), st.text(max_size=5)))
-def test_nothing_secret_is_left_and_nothing_else_is_touched(env):
+def test_a_proxy_keeps_its_host_and_loses_its_credentials_and_comes_back_whole():
+    env = {
+        "HTTPS_PROXY": "http://user:p@ss@proxy.site:3128",
+        "http_proxy": "user:pass@proxy.site:3128",
+        "NO_PROXY": "localhost,127.0.0.1",
+    }
     before = dict(env)
-    with secrets_withheld(env):
+    with only_allowed_env(env):
+        assert env == {
+            "HTTPS_PROXY": "http://proxy.site:3128",
+            "http_proxy": "proxy.site:3128",
+            "NO_PROXY": "localhost,127.0.0.1",
+        }
+    assert env == before
+    assert strip_url_credentials("a http://h1/x,https://u:p@h2:1/") == "a http://h1/x,https://h2:1/"
+    assert strip_url_credentials("me@site.org", "WANDB_USERNAME") == "me@site.org"
+
+
+def test_an_extra_variable_passes_and_a_secret_looking_one_is_refused():
+    env = {"PATH": "/usr/bin", "MY_SITE_SETTING": "on", EXTRA_ENV: "MY_SITE_SETTING, OTHER"}
+    assert ray_env_vars(env) == env
+    for name in ("MY_API_KEY", "SITE_PASSWORD", "GITHUB_TOKEN", "not-a-name"):
+        env[EXTRA_ENV] = f"MY_SITE_SETTING,{name}"
+        before = dict(env)
+        with pytest.raises(ConfigError, match=EXTRA_ENV), only_allowed_env(env):
+            pass
+        assert env == before  # refused before anything changed
+
+
+def test_every_name_and_prefix_has_a_reason_and_none_is_a_secret():
+    for name, reason in {**RAY_ENV_VARS, **RAY_ENV_PREFIXES}.items():
+        assert len(reason.split()) >= 4, name
+        assert not is_secret_name(name), name
+
+
+def test_a_secret_name_never_passes_even_under_an_allowed_prefix():
+    env = {"HF_TOKEN": "t" * 20, "WANDB_API_KEY": "k" * 40, "DARLING_JUDGE_TOKEN": "j" * 43}
+    env["DARLING_JUDGE_TOKEN_FILE"] = "/run/user/token"  # a path: the token stays in the file
+    assert ray_env_vars(env) == {"DARLING_JUDGE_TOKEN_FILE": "/run/user/token"}
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,20}", fullmatch=True), st.text(max_size=5)
+    )
+)
+def test_nothing_secret_or_unlisted_is_left_and_everything_comes_back(env):
+    env.pop(EXTRA_ENV, None)
+    before = dict(env)
+    with only_allowed_env(env):
         assert not any(is_secret_name(name) for name in env)
-        assert env == {k: v for k, v in before.items() if not is_secret_name(k)}
+        assert set(env) <= set(before)
+        assert env == ray_env_vars(before)
     assert env == before
 
 
@@ -78,7 +156,7 @@ def test_wandb_gets_its_key_from_its_settings_and_writes_no_netrc(tmp_path, monk
 
     try:
         hand_wandb_its_key({"WANDB_API_KEY": "k" * 40})
-        with secrets_withheld():
+        with only_allowed_env():
             # what wandb's login reads first (wandb 0.21.1, NeMo-RL v0.4.0's: _login ->
             # apikey.api_key(settings)), before the environment and netrc
             assert wandb.setup().settings.api_key == "k" * 40

@@ -22,6 +22,7 @@ from darling_nemo.rehearsal.contract_classifier import job as classifier_job
 from darling_nemo.rehearsal.contract_megatron_worker import sources as megatron_sources
 from darling_nemo.rehearsal.contract_vllm import sources as vllm_sources
 from darling_nemo.rehearsal.phases import newest_run_scalars
+from darling_nemo.rehearsal.secrets_check import plant_secrets
 from darling_nemo.rehearsal.shrink import parallel_layout, shrink_overrides, shrunk_cluster
 
 NEMO_RL_CONFIGS = sorted(
@@ -370,10 +371,13 @@ FAKE_SECRETS = {
 
 
 def assert_no_secret_anywhere(out: str, folder: Path) -> None:
-    """The rehearsal's own secrets phase passed for these names (it read Ray's job and actor
-    tables while its Ray ran), and no fake value is in its output or any file it wrote."""
+    """The rehearsal's own secrets phase passed for these names and the ones it plants under
+    names no deny-list knows (it read Ray's tables and KV store while its Ray ran), and no
+    fake value is in its output or any file it wrote."""
     (line,) = [line for line in out.splitlines() if line.startswith("phase secrets (")]
-    assert line.endswith(": PASS") and all(name in line for name in FAKE_SECRETS), line
+    planted = [secret.name for secret in plant_secrets()]
+    assert line.endswith(": PASS") and all(n in line for n in [*FAKE_SECRETS, *planted]), line
+    assert "task events" in line and "internal KV" in line, line
     for value in FAKE_SECRETS.values():
         assert value not in out
     files = [path for path in folder.rglob("*") if path.is_file() and not path.is_symlink()]
