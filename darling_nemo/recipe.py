@@ -337,6 +337,7 @@ def run_nemo_rl(recipe: Recipe, cfg: dict, checked: DarlingConfig, config_path: 
     from darling_nemo.judges import JudgeError
     from darling_nemo.judges.node_server import NodeServerError, start_node_judge
     from darling_nemo.nemo_rl import adapter as nemo
+    from darling_nemo.nemo_rl.ray_env import RayStartError, ray_head_without_dashboard
 
     prog = Path(recipe.recipe).stem
     with ExitStack() as services:
@@ -344,9 +345,11 @@ def run_nemo_rl(recipe: Recipe, cfg: dict, checked: DarlingConfig, config_path: 
             nemo.require_nemo_rl(f"uv run {recipe.recipe} --config {config_path}")
             check_nemo_rl_paths(cfg, checked)
             cfg, checked = start_node_judge(cfg, checked, services)
+            ray_log = Path(cfg["logger"]["log_dir"]) / "ray_head.log"
+            services.enter_context(ray_head_without_dashboard(ray_log))  # where none runs
             # served judge probed, numbered log dir, Ray, tokenizer, generation config
             cfg, tokenizer = nemo.start(cfg, checked)
-        except NodeServerError as err:  # the server did not start: the job failed
+        except (NodeServerError, RayStartError) as err:  # a server did not start: job failed
             print(f"{prog}: {err}", file=sys.stderr, flush=True)
             return 1
         except (ConfigError, JudgeError) as err:

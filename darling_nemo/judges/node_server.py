@@ -105,7 +105,7 @@ def server_command(launch: NodeServerConfig) -> tuple[dict[str, str], list[str]]
     return env, argv
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child, before exec: SIGTERM when the recipe dies, even by SIGKILL (Linux), so
     a killed recipe leaves no server holding GPU memory. Elsewhere a no-op."""
     with contextlib.suppress(OSError, AttributeError):
@@ -219,7 +219,7 @@ def node_classifier_server(
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own group: Ctrl-C reaches it through us
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             except OSError as err:
                 raise NodeServerError(

@@ -25,7 +25,8 @@ the token file whose path DARLING_JUDGE_TOKEN_FILE gives (mode 0600; the path ma
 the token never does); WANDB_API_KEY only in the driver's wandb. Ray's workers inherit the
 environment of the raylet that starts them, and an actor that builds workers itself (the
 reward model's environment) copies that: so Ray starts with the allow-list too (the
-rehearsal's `ray start`, and a Ray init_ray starts), and its workers find a gated model's
+rehearsal's `ray start`, and the head a one-node run starts where none runs:
+`ray_head_without_dashboard`, its dashboard off), and its workers find a gated model's
 token where `hf auth login` writes it (HF_HOME/token, mode 0600); the cluster's nodes read
 models from HF_HOME offline anyway.
 """
@@ -34,10 +35,16 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from darling_nemo.judges.auth import is_secret_name
+from darling_nemo.judges.node_server import die_with_parent, stop_server
 from darling_nemo.schema import ConfigError
 
 REWARD_ENV_VARS: dict[str, str] = {
@@ -190,3 +197,73 @@ def only_allowed_env(environ: MutableMapping[str, str] | None = None) -> Iterato
     finally:
         env.update(held)
         env.update(changed)
+
+
+RAY_HEAD_START_S = 120  # a loaded node starts a head in seconds; this only stops a hang
+
+
+class RayStartError(RuntimeError):
+    """The driver's own Ray head did not start (the message names its log)."""
+
+
+def running_ray_address() -> str | None:
+    """The Ray cluster NeMo-RL's init_ray would attach to (`ray.init(address="auto")`:
+    RAY_ADDRESS, else one `ray start` left on this machine), None where there is none."""
+    from ray._private.services import get_ray_address_from_environment  # what "auto" reads
+
+    try:
+        return get_ray_address_from_environment("auto", None)
+    except ConnectionError:
+        return None
+
+
+@contextmanager
+def ray_head_without_dashboard(log: Path) -> Iterator[str | None]:
+    """Where no Ray cluster runs, a local head with its dashboard off, which NeMo-RL's
+    init_ray attaches to through RAY_ADDRESS, stopped with the block (and with the driver:
+    a parent-death signal); yields its address, or None where a cluster runs already.
+
+    init_ray would otherwise start Ray inside the driver with its dashboard on, on
+    127.0.0.1:8265, whose job API runs whatever any local user submits (Ray 2.46 has no
+    authentication). The head starts with the allow-list (`ray_env_vars`): its workers
+    inherit its environment."""
+    if running_ray_address() is not None:
+        yield None
+        return
+    with socket.socket() as probe:  # a free port for the head's GCS (6379 may be taken)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block"]
+    command += [f"--port={port}", "--node-ip-address=127.0.0.1"]  # one node: this one
+    command += ["--include-dashboard=false", "--disable-usage-stats"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        head = subprocess.Popen(
+            command,
+            env=ray_env_vars(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group: stopped whole, raylet and workers too
+            preexec_fn=die_with_parent,
+        )
+    address = f"127.0.0.1:{port}"
+    os.environ["RAY_ADDRESS"] = address
+    try:
+        _wait_for_port(port, head, log)
+        print(f"Ray: a head at {address} with its dashboard off (log: {log})", flush=True)
+        yield address
+    finally:
+        os.environ.pop("RAY_ADDRESS", None)
+        stop_server(head, 30)
+
+
+def _wait_for_port(port: int, head: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + RAY_HEAD_START_S
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            raise RayStartError(f"ray start exited with status {head.returncode}; see {log}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise RayStartError(f"ray start: no head on port {port} after {RAY_HEAD_START_S} s; see {log}")

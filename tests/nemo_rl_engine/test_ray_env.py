@@ -5,12 +5,16 @@ init_ray and setup() hand Ray the environment. No NeMo-RL needed; the rehearsal
 
 from __future__ import annotations
 
+import os
+import socket
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from darling_nemo.judges.auth import is_secret_name
-from darling_nemo.nemo_rl import adapter
+from darling_nemo.nemo_rl import adapter, ray_env
 from darling_nemo.nemo_rl.ray_env import (
     EXTRA_ENV,
     RAY_ENV_PREFIXES,
@@ -165,3 +169,51 @@ def test_wandb_gets_its_key_from_its_settings_and_writes_no_netrc(tmp_path, monk
     assert not (tmp_path / ".netrc").exists()
     files = [path for path in tmp_path.rglob("*") if path.is_file()]
     assert not any(b"k" * 40 in path.read_bytes() for path in files)
+
+
+def test_a_set_ray_address_is_the_running_cluster(monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.7:6379")
+    assert ray_env.running_ray_address() == "10.0.0.7:6379"
+    with ray_env.ray_head_without_dashboard(Path("/nonexistent/ray.log")) as started:
+        assert started is None  # a cluster runs: nothing is started, nothing written
+
+
+@pytest.mark.nemo_rl
+def test_without_a_cluster_init_ray_attaches_to_a_head_without_dashboard(tmp_path, monkeypatch):
+    """NeMo-RL's own init_ray, where no Ray runs for the driver: it attaches to the head the
+    recipe started (dashboard off, allow-listed environment), which stops with the block."""
+    pytest.importorskip("nemo_rl")
+    import ray
+    from nemo_rl.distributed.virtual_cluster import init_ray
+    from ray._private import ray_constants
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    # another test's Ray on this machine (CI runs two sessions) must not be taken for ours
+    monkeypatch.setattr(ray_env, "running_ray_address", lambda: None)
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:planted-in-the-driver@db/x")
+    with ray_env.ray_head_without_dashboard(tmp_path / "ray.log") as address:
+        assert address is not None and os.environ["RAY_ADDRESS"] == address
+        with ray_env.only_allowed_env():
+            init_ray()
+        try:
+            # (Ray names a local address by the node's IP: the port tells the head)
+            gcs = ray.get_runtime_context().gcs_address
+            assert gcs.rsplit(":", 1)[1] == address.rsplit(":", 1)[1]
+            dashboard = _internal_kv_get(
+                ray_constants.DASHBOARD_ADDRESS, namespace=ray_constants.KV_NAMESPACE_DASHBOARD
+            )
+            # Ray 2.46 runs a minimal dashboard process even so, but its HTTP server (the
+            # job API) does not listen at the address it registers
+            host, dash_port = dashboard.decode().rsplit(":", 1)
+            with socket.socket() as sock:
+                assert sock.connect_ex((host, int(dash_port))) != 0
+            env = ray.get(ray.remote(lambda: dict(os.environ)).remote())
+            assert "DATABASE_URL" not in env  # the head's workers got the allow-list
+        finally:
+            ray.shutdown()
+    assert "RAY_ADDRESS" not in os.environ
+    port = int(address.rsplit(":", 1)[1])
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", port)) != 0  # the head is gone
