@@ -8,7 +8,8 @@
 #
 # From the package registry: the vLLM wheel without its dependencies (a full install pulls
 # the CUDA stack), then what its configuration code imports that NeMo-RL's CPU pins lack, at
-# the versions of NeMo-RL v0.4.0's uv.lock. vLLM's CUDA kernels (.so files, ~1 GB) are
+# the versions of NeMo-RL v0.4.0's uv.lock (uvloop and python-multipart: what its OpenAI
+# server module imports, for the token test on vLLM's own app). vLLM's CUDA kernels (.so files, ~1 GB) are
 # deleted: nothing on CPU can load them.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -24,7 +25,8 @@ uv pip install --no-config --quiet --python "$env_dir/bin/python" --target "$sit
     partial-json-parser==0.2.1.1.post6 msgspec==0.19.0 pybase64==1.4.2 cbor2==5.7.0 \
     python-json-logger==3.3.0 watchfiles==1.1.0 diskcache==5.6.3 lark==1.2.2 gguf==0.17.1 \
     depyf==0.19.0 compressed-tensors==0.10.2 \
-    httpx==0.28.1 httpcore==1.0.9 sniffio==1.3.1 distro==1.9.0 jiter==0.10.0
+    httpx==0.28.1 httpcore==1.0.9 sniffio==1.3.1 distro==1.9.0 jiter==0.10.0 \
+    uvloop==0.21.0 python-multipart==0.0.20
 find "$site/vllm" -name '*.so' -delete
 printf '{"vllm": "0.10.0", "site": "%s"}\n' "$site" >"$env_dir/vllm_contract.json"
 echo "vllm_contract_env: vLLM 0.10.0 (configuration code, no kernels) -> $site"

@@ -1,10 +1,11 @@
-"""The token middleware in a FastAPI app under uvicorn, built as vLLM 0.10.0's `build_app`
-builds it (`getattr(importlib.import_module(path), name)`, then `app.add_middleware`) and
-served as its `serve_http` serves it (`uvicorn.Config(app)`, `config.load()`,
-`Server.serve()`), in a real process. Starlette builds the middleware only at the first
-event (lifespan); before judges/auth.py resolved the name itself, a server without its token
-logged the error and answered 500 to everything. NeMo-RL's environment has vLLM's FastAPI,
-Starlette and uvicorn (the dev environment has no Starlette): skipped elsewhere."""
+"""The token middleware in vLLM 0.10.0's own OpenAI server app: `build_app` from its
+command line (`--middleware darling_nemo.judges.auth.BearerTokenAuth`, resolved with
+`getattr(importlib.import_module(path), name)`, then `app.add_middleware`), served by uvicorn
+as its `serve_http` serves it, in a real process with no engine behind it (the middleware
+answers before any route). Starlette builds the middleware only at the first event
+(lifespan); before judges/auth.py resolved the name itself, a server without its token
+logged the error and answered 500 to everything. Needs vLLM 0.10.0 beside NeMo-RL's CPU
+environment (containers/vllm_contract_env.sh): skipped elsewhere."""
 
 from __future__ import annotations
 
@@ -18,35 +19,29 @@ import urllib.request
 import pytest
 
 pytest.importorskip("nemo_rl")
-pytest.importorskip("fastapi")
 pytestmark = pytest.mark.nemo_rl
 
 from helpers import REPO  # noqa: E402
 
 from darling_nemo.judges import auth  # noqa: E402
+from darling_nemo.rehearsal import contract_vllm  # noqa: E402
 
 TOKEN = auth.new_token()
-# vLLM 0.10.0: vllm/entrypoints/openai/api_server.py build_app, vllm/entrypoints/launcher.py
-VLLM_LIKE = """
-import asyncio, importlib, inspect, sys
+SITE, WHY_NOT = contract_vllm.sources()
+VLLM_APP = """
+import asyncio, sys
 import uvicorn
-from fastapi import FastAPI
+from darling_nemo.rehearsal.contract_vllm import gpu_stand_ins
+gpu_stand_ins()  # vLLM's argument defaults ask the platform for a device
+from vllm.entrypoints.openai.api_server import build_app
+from vllm.entrypoints.openai.cli_args import make_arg_parser
+from vllm.utils import FlexibleArgumentParser
 
-app = FastAPI()
-
-@app.get("/health")
-async def health():
-    return {}
-
-@app.post("/classify")
-async def classify():
-    return {"data": []}
-
-for middleware in sys.argv[1:]:
-    module_path, object_name = middleware.rsplit(".", 1)
-    imported = getattr(importlib.import_module(module_path), object_name)
-    if inspect.isclass(imported):
-        app.add_middleware(imported)
+args = make_arg_parser(FlexibleArgumentParser()).parse_args(
+    ["--task", "classify", "--middleware", sys.argv[1]]
+)
+app = build_app(args)
+app.state.log_stats = False  # init_app_state sets it from the engine: there is none here
 config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
 config.load()
 server = uvicorn.Server(config)
@@ -63,8 +58,11 @@ asyncio.run(main())
 
 
 def start(env: dict[str, str]) -> subprocess.Popen:
+    if SITE is None:
+        pytest.skip(WHY_NOT)
+    env = {**env, "PYTHONPATH": os.pathsep.join([*SITE, str(REPO)])}
     return subprocess.Popen(
-        [sys.executable, "-c", VLLM_LIKE, auth.MIDDLEWARE],
+        [sys.executable, "-c", VLLM_APP, auth.MIDDLEWARE],
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -74,7 +72,7 @@ def test_a_vllm_app_without_its_token_exits_with_one_line_instead_of_serving_500
     proc = start(env)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "READY" not in out
-    assert err.strip().splitlines() == [
+    assert [line for line in err.strip().splitlines() if not line.startswith("INFO")][-1:] == [
         f"{auth.MIDDLEWARE}: no token: set DARLING_JUDGE_TOKEN (or DARLING_JUDGE_TOKEN_FILE, a "
         "file of mode 0600) in the server's environment; the servers accept no request "
         "without it"
@@ -93,9 +91,14 @@ def test_a_vllm_app_with_its_token_proves_it_and_refuses_others():
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(urllib.request.Request(f"{url}/classify", b"{}"), timeout=30)
         assert refused.value.code == 401
-        request = urllib.request.Request(f"{url}/classify", b"{}", auth.bearer_header(TOKEN))
+        assert json.loads(refused.value.read())["type"] == "Unauthorized"
+        # /version: a vLLM route that needs no engine, refused without the token, served with it
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/version", timeout=30)
+        assert refused.value.code == 401
+        request = urllib.request.Request(f"{url}/version", headers=auth.bearer_header(TOKEN))
         with urllib.request.urlopen(request, timeout=30) as reply:
-            assert json.loads(reply.read()) == {"data": []}
+            assert json.loads(reply.read()) == {"version": "0.10.0"}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
