@@ -203,7 +203,7 @@ def test_max_steps_may_grow_under_a_constant_rate_but_not_shrink_below_the_train
 def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
     """A pretrained policy whose tokenizer has a chat template: the run hands TRL each
     prompt as a user message, and the quality function reads message-list completions."""
-    from darling_nemo.trl import tasks
+    from darling_nemo.tasks import chat
     from darling_nemo.trl.policy import char_tokenizer, tiny_llama
 
     tokenizer = char_tokenizer()
@@ -216,7 +216,7 @@ def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
     tokenizer.save_pretrained(tmp_path / "policy")
 
     seen = []
-    stand_in = tasks.length_stand_in_quality
+    stand_in = chat.length_stand_in_quality
 
     def recording_stand_in(target_words):  # the real stand-in, recording what it is given
         quality = stand_in(target_words)
@@ -227,7 +227,7 @@ def test_a_chat_policy_gets_conversational_prompts(tmp_path, monkeypatch):
 
         return length_stand_in
 
-    monkeypatch.setattr(tasks, "length_stand_in_quality", recording_stand_in)
+    monkeypatch.setattr(chat, "length_stand_in_quality", recording_stand_in)
     cfg = chat_config(tmp_path, tmp_path / "run", steps=1)
     cfg["policy"] = {"kind": "pretrained", "name_or_path": str(tmp_path / "policy")}
     final = run(cfg)
