@@ -29,6 +29,7 @@ from typing import Any, get_args
 
 from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig
 from darling_nemo.schema.base import validate_section
+from darling_nemo.tasks.rows import nonempty_task_rows
 
 # NeMo-RL's task_name of the rows and the key of task_to_env: the section's kind, which is
 # its task's name in the registry.
@@ -51,11 +52,8 @@ def task_section(cfg: Mapping[str, Any]) -> RewardFuncsTaskConfig | None:
 def dataset_rows(task: RewardFuncsTaskConfig) -> list[dict[str, Any]]:
     """The rows of task.data_path as NeMo-RL's dataset entries: the prompt, the other
     columns and the row's label ("data.jsonl:7 (id x)") for run-time errors."""
-    from darling_nemo.tasks.rows import task_rows
 
-    raw, lines = task_rows(task)
-    if not raw:
-        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    raw, lines = nonempty_task_rows(task)
     rows = []
     for row, line in zip(raw, lines, strict=True):
         if task.prompt_key not in row:

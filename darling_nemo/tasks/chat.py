@@ -14,13 +14,17 @@ from typing import Any
 
 from darling_nemo.schema import (
     ChatTaskConfig,
-    ConfigError,
     LengthStandInQualityConfig,
     RewardModelQualityConfig,
 )
 from darling_nemo.tasks.base import NemoRlTask, Prompts, QualityFn, Task
 from darling_nemo.tasks.prompt_budget import fit_prompts
-from darling_nemo.tasks.rows import column, completion_text, is_chat_prompt, prompt_words, task_rows
+from darling_nemo.tasks.rows import (
+    chat_prompt_column,
+    completion_text,
+    nonempty_task_rows,
+    prompt_words,
+)
 
 
 def length_stand_in_quality(target_words: int) -> QualityFn:
@@ -90,18 +94,8 @@ class RewardModelQuality:
 def prompts(cfg: Any) -> Prompts:
     """The file's prompts, each fitted to the prompt budget; none held out."""
     section = cfg.task
-    raw, lines = task_rows(section)
-    if not raw:
-        raise ConfigError(f"task.data_path: {section.data_path} has no rows: nothing to train on")
-    texts = column(
-        raw,
-        lines,
-        section.prompt_key,
-        section.data_path,
-        "task.prompt_key",
-        is_chat_prompt,
-        'a string or a list of {"role": ..., "content": ...} turns',
-    )
+    raw, lines = nonempty_task_rows(section)
+    texts = chat_prompt_column(raw, lines, section)
     rows = [{"prompt": p} for p in fit_prompts(cfg, texts, lambda text: text, lines)]
     return Prompts(rows, [], prompt_words(rows))
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig, TrlRunConfig
+from darling_nemo.schema import RewardFuncsTaskConfig, TrlRunConfig
 from darling_nemo.tasks.base import AnswerFn, PairJudgeFn, Prompts, QualityFn, Task
 from darling_nemo.tasks.prompt_budget import fit_prompts
-from darling_nemo.tasks.rows import column, is_chat_prompt, prompt_words, task_rows
+from darling_nemo.tasks.rows import chat_prompt_column, column, nonempty_task_rows, prompt_words
 
 
 def reward_funcs_rows(
@@ -25,18 +25,8 @@ def reward_funcs_rows(
     """The rows of task.data_path (prompt fitted to the budget, every other column kept for
     the reward functions' keywords) and each row's label for run-time errors."""
 
-    raw, lines = task_rows(task)
-    if not raw:
-        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
-    texts = column(
-        raw,
-        lines,
-        task.prompt_key,
-        task.data_path,
-        "task.prompt_key",
-        is_chat_prompt,
-        'a string or a list of {"role": ..., "content": ...} turns',
-    )
+    raw, lines = nonempty_task_rows(task)
+    texts = chat_prompt_column(raw, lines, task)
     prompts = fit_prompts(cfg, texts, lambda text: text, lines)
     rows = [
         {**{k: v for k, v in row.items() if k != task.prompt_key}, "prompt": prompt}
@@ -54,9 +44,7 @@ def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
     takes TRL's keywords and scores the first prompt (ConfigError naming the key)."""
     from darling_nemo.user_rewards import check_reward_funcs
 
-    raw, lines = task_rows(task)
-    if not raw:
-        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    raw, lines = nonempty_task_rows(task)
     prompt = column(raw[:1], lines[:1], task.prompt_key, task.data_path, "task.prompt_key")[0]
     first = {**{k: v for k, v in raw[0].items() if k != task.prompt_key}, "prompt": prompt}
     checked = check_reward_funcs(

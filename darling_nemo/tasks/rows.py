@@ -104,6 +104,28 @@ def task_rows(
     return [row for _, row in numbered], [line for line, _ in numbered]
 
 
+def nonempty_task_rows(
+    task: MathTaskConfig | ChatTaskConfig | RewardFuncsTaskConfig,
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """`task_rows`, where a file without rows is a ConfigError (nothing to train on)."""
+    raw, lines = task_rows(task)
+    if not raw:
+        raise ConfigError(f"task.data_path: {task.data_path} has no rows: nothing to train on")
+    return raw, lines
+
+
+CHAT_PROMPT = 'a string or a list of {"role": ..., "content": ...} turns'
+
+
+def chat_prompt_column(
+    raw: list[dict[str, Any]], lines: list[int], task: ChatTaskConfig | RewardFuncsTaskConfig
+) -> list[Any]:
+    """Each row's task.prompt_key: a string or a conversation (ConfigError naming the line)."""
+    return column(
+        raw, lines, task.prompt_key, task.data_path, "task.prompt_key", is_chat_prompt, CHAT_PROMPT
+    )
+
+
 def prompt_words(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The whitespace words of the rows' prompts, sorted: a tiny policy's vocabulary. A random
     tiny policy then writes words, not characters (a character tokenizer rarely samples a
