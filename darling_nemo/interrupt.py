@@ -79,6 +79,12 @@ def stop_if_interrupted() -> None:
         raise Terminated if _received[0] == signal.SIGTERM else KeyboardInterrupt
 
 
+def interrupt_reported() -> None:
+    """The KeyboardInterrupt (Terminated) of the signals received so far was caught and
+    said: a later run in the same process (a test, a notebook) is not stopped by them."""
+    _received.clear()
+
+
 def started() -> None:
     """The command's `main` runs: Ctrl-C raises KeyboardInterrupt again (Python's default),
     SIGTERM raises Terminated (where nobody else handles SIGTERM)."""

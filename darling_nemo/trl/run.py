@@ -31,7 +31,7 @@ from darling_nemo.config import (
     check_output_dir,
     save_config,
 )
-from darling_nemo.interrupt import stop_if_interrupted
+from darling_nemo.interrupt import interrupt_reported, stop_if_interrupted
 from darling_nemo.judges.registry import check_judge_models, judge_kind
 from darling_nemo.manifest import check, write_manifest
 from darling_nemo.resume import changed_settings, write_json
@@ -409,6 +409,7 @@ def run(cfg: Mapping[str, Any] | TrlRunConfig) -> dict[str, float]:
         except DiskFull:
             raise
         except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: what is kept, in words
+            interrupt_reported()
             raise type(err)(stopped_words(output_dir, reached[0], run_cfg)) from None
         except RewardFunctionError as err:  # a user's function raised: it, the row, what is kept
             raise RewardFunctionError(
