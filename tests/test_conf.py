@@ -264,6 +264,7 @@ def _other_schemas() -> dict[str, tuple[object, list[str]]]:
         "mini/high_lr.yaml": (MiniConfig, []),
         "mini/judge_sweep.yaml": (MiniConfig, []),
         "mini/judge_rates.yaml": (MiniConfig, []),
+        "mini/routes_judge_rates.yaml": (MiniConfig, []),
         "mini/all_methods.yaml": (MiniConfig, []),
         "classifier/minilm_noveltybench.yaml": (ClassifierTrainConfig, []),
         "classifier/minilm_biencoder_noveltybench.yaml": (ClassifierTrainConfig, []),

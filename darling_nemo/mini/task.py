@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations_with_replacement
+from typing import Any
 
 import numpy as np
 
@@ -70,8 +71,8 @@ def flip_draw(seed: int, a: str, b: str) -> float:
 
 
 @dataclass(frozen=True)
-class FlippedMultisetJudge:
-    """The exact multiset judge, wrong on a fraction 1 - accuracy of pairs (a core.PairJudge).
+class FlippedJudge:
+    """A task's exact pair judge (a core.PairJudge), wrong on a fraction 1 - accuracy of pairs.
 
     A pair's verdict is flipped (same <-> different) when `flip_draw(seed, a, b)` < 1 -
     accuracy: over many distinct pairs the flipped fraction is 1 - accuracy, and each pair's
@@ -83,19 +84,31 @@ class FlippedMultisetJudge:
     "different"); at their 0.0 defaults the verdicts are those of the symmetric judge.
     """
 
+    exact: Callable[[Sequence[tuple[str, str]]], list[float]]
     accuracy: float
     seed: int
     false_similar: float = 0.0
     false_different: float = 0.0
 
     def __call__(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        exact = multiset_judge(pairs)
+        exact = self.exact(pairs)
         error = 1.0 - self.accuracy
         flip = {1.0: error + self.false_different, 0.0: error + self.false_similar}
         return [
             1.0 - verdict if flip_draw(self.seed, a, b) < flip[verdict] else verdict
             for verdict, (a, b) in zip(exact, pairs, strict=True)
         ]
+
+
+def training_judge_of(
+    exact: Callable[[Sequence[tuple[str, str]]], list[float]], section: Any
+) -> FlippedJudge | None:
+    """The judge a miniature task trains with (a NoisyJudgeTaskSection's keys): None where
+    the section leaves it exact, else `exact` wrong at the chosen accuracy or rates."""
+    rates = (section.judge_false_similar, section.judge_false_different)
+    if section.judge_accuracy == 1.0 and rates == (0.0, 0.0):
+        return None
+    return FlippedJudge(exact, section.judge_accuracy, section.judge_seed, *rates)
 
 
 @dataclass(frozen=True)

@@ -64,31 +64,24 @@ class TaskSection(Strict):
         return not type(self).graded
 
 
-class DigitSumTaskConfig(TaskSection):
-    """The miniature's task (darling_nemo/mini/task.py): `length` digits that total S."""
+JudgeRate = Annotated[float, Field(ge=0.0, lt=1.0)]  # a pair judge's error rate of one kind
 
-    own_judge_rule: ClassVar[str] = "same digit multiset"
-    own_embeddings: ClassVar[bool] = True
-    # The judge's accuracy and error rates: exact, as every run before the keys was.
+
+class NoisyJudgeTaskSection(TaskSection):
+    """A miniature task whose own exact judge can be made wrong on purpose for training (its
+    evaluation always counts distinct answers exactly): `FlippedJudge` (mini/task.py)."""
+
+    # Keys added after runs were saved without them (exact, as every run before the keys
+    # was); they change only the judge training asks, so a warm start is reused across them.
     added_keys: ClassVar[tuple[str, ...]] = (
         "judge_accuracy",
         "judge_seed",
         "judge_false_similar",
         "judge_false_different",
     )
-    judge_keys: ClassVar[tuple[str, ...]] = added_keys  # every key added since is the judge's
-    kind: Literal["digit_sum"]
-    # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
-    # distinct answers to the digit-multiset judge.
-    length: int = Field(6, ge=6, le=12)
-    min_digit: int = Field(1, ge=0, le=9)  # 1..6: dice
-    max_digit: int = Field(6, ge=0, le=9)
-    min_target: int = Field(12, ge=0)
-    max_target: int = Field(30, ge=0, le=99)  # prompts write the target with two digits
-    heldout_every: int = Field(4, ge=2)  # targets min_target + 1 + k * heldout_every: eval only
-    # The training judge's accuracy: the exact multiset judge, its verdict flipped on this
-    # fraction of pairs' complement (seeded by judge_seed and the pair's texts, symmetric;
-    # darling_nemo/mini/task.py). Evaluation always counts distinct answers exactly.
+    judge_keys: ClassVar[tuple[str, ...]] = added_keys
+    # The training judge's accuracy: the exact judge, its verdict flipped on this fraction
+    # of pairs' complement (seeded by judge_seed and the pair's texts, symmetric).
     judge_accuracy: float = Field(1.0, ge=0.5, le=1.0)
     # Or asymmetric errors (judge_accuracy left at 1.0): a pair of different answers is
     # judged "similar" with probability judge_false_similar, a pair of one answer written
@@ -98,13 +91,33 @@ class DigitSumTaskConfig(TaskSection):
     judge_seed: int = 0
 
     @model_validator(mode="after")
-    def _feasible(self) -> DigitSumTaskConfig:
+    def _one_kind_of_noise(self) -> NoisyJudgeTaskSection:
         rates = self.judge_false_similar or self.judge_false_different
         if rates and self.judge_accuracy != 1.0:
             raise ValueError(
                 f"judge_accuracy={self.judge_accuracy} flips both kinds of pair alike: give "
                 "it or judge_false_similar / judge_false_different, not both"
             )
+        return self
+
+
+class DigitSumTaskConfig(NoisyJudgeTaskSection):
+    """The miniature's task (darling_nemo/mini/task.py): `length` digits that total S."""
+
+    own_judge_rule: ClassVar[str] = "same digit multiset"
+    own_embeddings: ClassVar[bool] = True
+    kind: Literal["digit_sum"]
+    # More than 5 digits, so the core's short-answer rule (<= 5 words) leaves every pair of
+    # distinct answers to the digit-multiset judge.
+    length: int = Field(6, ge=6, le=12)
+    min_digit: int = Field(1, ge=0, le=9)  # 1..6: dice
+    max_digit: int = Field(6, ge=0, le=9)
+    min_target: int = Field(12, ge=0)
+    max_target: int = Field(30, ge=0, le=99)  # prompts write the target with two digits
+    heldout_every: int = Field(4, ge=2)  # targets min_target + 1 + k * heldout_every: eval only
+
+    @model_validator(mode="after")
+    def _feasible(self) -> DigitSumTaskConfig:
         low, high = self.length * self.min_digit, self.length * self.max_digit
         if self.min_digit >= self.max_digit:
             raise ValueError(f"min_digit={self.min_digit} must be < max_digit={self.max_digit}")
@@ -116,7 +129,7 @@ class DigitSumTaskConfig(TaskSection):
         return self
 
 
-class LatticeRoutesTaskConfig(TaskSection):
+class LatticeRoutesTaskConfig(NoisyJudgeTaskSection):
     """The pre-registered miniature's task (darling_nemo/mini/routes.py): a route of `side` R
     and `side` U moves that avoids a prompt's 1-3 blocked lattice points."""
 
@@ -427,6 +440,10 @@ class MiniConfig(TrlSharedConfig):
     # arm -> its training judge's accuracy (task.judge_accuracy for that arm; the others keep
     # task.judge_accuracy): the judge sweep (conf/mini/judge_sweep.yaml)
     judge_accuracy: dict[str, Annotated[float, Field(ge=0.5, le=1.0)]] = Field(default_factory=dict)
+    # arm -> its training judge's [false "similar", false "different"] rates (the task's
+    # judge_false_similar / judge_false_different for that arm): a measured judge's errors at
+    # two thresholds side by side (conf/mini/routes_judge_rates.yaml)
+    judge_rates: dict[str, tuple[JudgeRate, JudgeRate]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _arms_leave_the_judge_to_the_task(self) -> MiniConfig:
@@ -448,14 +465,20 @@ class MiniConfig(TrlSharedConfig):
         ]
         if unknown:
             raise ValueError(f"differences: {unknown} not measured; choose from {measured}")
-        strangers = [name for name in self.judge_accuracy if name not in self.arms]
-        if strangers:
+        for key in ("judge_accuracy", "judge_rates"):
+            per_arm = getattr(self, key)
+            strangers = [name for name in per_arm if name not in self.arms]
+            if strangers:
+                raise ValueError(f"{key}: {strangers} are not arms; arms are {list(self.arms)}")
+            if per_arm and not isinstance(self.task, NoisyJudgeTaskSection):
+                raise ValueError(
+                    f"{key}: task.kind={self.task.kind} has no judge of chosen accuracy"
+                )
+        both = sorted(set(self.judge_accuracy) & set(self.judge_rates))
+        if both:
             raise ValueError(
-                f"judge_accuracy: {strangers} are not arms; arms are {list(self.arms)}"
-            )
-        if self.judge_accuracy and "judge_accuracy" not in type(self.task).model_fields:
-            raise ValueError(
-                f"judge_accuracy: task.kind={self.task.kind} has no judge of chosen accuracy"
+                f"judge_accuracy and judge_rates both name {both}: an arm's judge flips both "
+                "kinds of pair alike or each at its own rate, not both"
             )
         return self
 
@@ -482,10 +505,20 @@ class MiniConfig(TrlSharedConfig):
         return Path(self.output_dir) / f"seed-{seed}"
 
     def arm_task(self, arm: str) -> DigitSumTaskConfig | LatticeRoutesTaskConfig:
-        """The task as `arm` trains on it: its own judge accuracy where `judge_accuracy` names it."""
-        if arm not in self.judge_accuracy:
-            return self.task
-        return self.task.model_copy(update={"judge_accuracy": self.judge_accuracy[arm]})
+        """The task as `arm` trains on it: its own judge accuracy (error rates) where
+        `judge_accuracy` (`judge_rates`) names it."""
+        if arm in self.judge_accuracy:
+            return self.task.model_copy(update={"judge_accuracy": self.judge_accuracy[arm]})
+        if arm in self.judge_rates:
+            false_similar, false_different = self.judge_rates[arm]
+            return self.task.model_copy(
+                update={
+                    "judge_accuracy": 1.0,
+                    "judge_false_similar": false_similar,
+                    "judge_false_different": false_different,
+                }
+            )
+        return self.task
 
     def arm_run(self, seed: int, arm: str) -> TrlRunConfig:
         """The TRL run of one arm: the shared settings, this seed, the seed's warm start as

@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from darling_nemo.mini.task import DigitSum, FlippedMultisetJudge, multiset_judge, prompt_text
+from darling_nemo.mini.task import (
+    DigitSum,
+    FlippedJudge,
+    multiset_judge,
+    prompt_text,
+    training_judge_of,
+)
 from darling_nemo.mini.warm_start import MiniatureTask, WarmStartData
 from darling_nemo.schema import DigitSumTaskConfig, WarmStartConfig
 from darling_nemo.tasks.base import Prompts, QualityFn, Task
@@ -55,13 +61,10 @@ def quality(section: DigitSumTaskConfig) -> QualityFn:
     return digit_sum_quality(digit_sum_task(section))
 
 
-def training_judge(section: DigitSumTaskConfig) -> FlippedMultisetJudge | None:
+def training_judge(section: DigitSumTaskConfig) -> FlippedJudge | None:
     """The multiset judge made wrong on a chosen fraction of pairs (task.judge_accuracy), or
     at chosen false-similar and false-different rates (task.judge_false_*)."""
-    rates = (section.judge_false_similar, section.judge_false_different)
-    if section.judge_accuracy == 1.0 and rates == (0.0, 0.0):
-        return None
-    return FlippedMultisetJudge(section.judge_accuracy, section.judge_seed, *rates)
+    return training_judge_of(multiset_judge, section)
 
 
 def embeddings(section: DigitSumTaskConfig) -> Any:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from darling_nemo.mini.routes import LatticeRoutes, prompt_text, route_judge
+from darling_nemo.mini.task import FlippedJudge, training_judge_of
 from darling_nemo.mini.warm_start import MiniatureTask, WarmStartData
 from darling_nemo.schema import LatticeRoutesTaskConfig, WarmStartConfig
 from darling_nemo.tasks.base import Prompts, QualityFn, Task
@@ -56,6 +57,12 @@ def quality(section: LatticeRoutesTaskConfig) -> QualityFn:
     return route_correct
 
 
+def training_judge(section: LatticeRoutesTaskConfig) -> FlippedJudge | None:
+    """The route judge made wrong on purpose (task.judge_accuracy or task.judge_false_*):
+    DARLING at a measured judge's error rates on the main job's task."""
+    return training_judge_of(route_judge, section)
+
+
 def miniature(section: LatticeRoutesTaskConfig, _: WarmStartConfig) -> MiniatureTask:
     """Every grid but the held-out ones, a habitual correct route each time."""
     task = routes_task(section)
@@ -89,5 +96,6 @@ TASK = Task(
     prompts=prompts,
     quality=quality,
     own_judge=route_judge,
+    training_judge=training_judge,
     miniature=miniature,
 )

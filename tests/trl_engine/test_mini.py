@@ -42,7 +42,7 @@ from darling_nemo.mini.report import (
 from darling_nemo.mini.reproducibility import PORTABLE_KERNELS, pin_cpu_kernels
 from darling_nemo.mini.task import (
     DigitSum,
-    FlippedMultisetJudge,
+    FlippedJudge,
     answer_class,
     multiset_judge,
     prompt_text,
@@ -112,27 +112,27 @@ def dice_pairs(count: int, seed: int) -> list[tuple[str, str]]:
 @given(accuracy=st.floats(0.5, 1.0), seed=st.integers(0, 2**31))
 def test_the_flipped_judge_is_wrong_on_the_chosen_fraction_symmetric_and_seeded(accuracy, seed):
     pairs = dice_pairs(4000, seed)
-    judge = FlippedMultisetJudge(accuracy, seed)
+    judge = FlippedJudge(multiset_judge, accuracy, seed)
     verdicts = judge(pairs)
     wrong = np.mean([v != e for v, e in zip(verdicts, multiset_judge(pairs), strict=True)])
     error = 1 - accuracy  # binomial: within 5 standard deviations (plus a rounding hair)
     assert abs(wrong - error) <= 5 * np.sqrt(error * accuracy / len(pairs)) + 1e-9
     assert judge([(b, a) for a, b in pairs]) == verdicts  # (a, b) and (b, a) agree
-    assert FlippedMultisetJudge(accuracy, seed)(pairs[::-1]) == verdicts[::-1]  # by content
+    assert FlippedJudge(multiset_judge, accuracy, seed)(pairs[::-1]) == verdicts[::-1]  # by content
     assert set(verdicts) <= {0.0, 1.0}
 
 
 def test_the_flipped_judge_by_hand():
     same, other = ("1 2 3 4 5 6", "6 5 4 3 2 1"), ("1 2 3 4 5 6", "1 2 3 4 5 5")
-    assert FlippedMultisetJudge(1.0, 0)([same, other]) == [1.0, 0.0]  # exact at accuracy 1
+    assert FlippedJudge(multiset_judge, 1.0, 0)([same, other]) == [1.0, 0.0]  # exact at accuracy 1
     pairs = dice_pairs(2000, 7)
     # Another judge seed flips other pairs (at 0.5, about half of them differ).
-    flips_a = np.array(FlippedMultisetJudge(0.5, 1)(pairs)) != multiset_judge(pairs)
-    flips_b = np.array(FlippedMultisetJudge(0.5, 2)(pairs)) != multiset_judge(pairs)
+    flips_a = np.array(FlippedJudge(multiset_judge, 0.5, 1)(pairs)) != multiset_judge(pairs)
+    flips_b = np.array(FlippedJudge(multiset_judge, 0.5, 2)(pairs)) != multiset_judge(pairs)
     assert 0.4 < np.mean(flips_a != flips_b) < 0.6
     # A pair flipped at accuracy 0.9 stays flipped at 0.8: one draw per pair, thresholds nest.
-    at_90 = np.array(FlippedMultisetJudge(0.9, 3)(pairs)) != multiset_judge(pairs)
-    at_80 = np.array(FlippedMultisetJudge(0.8, 3)(pairs)) != multiset_judge(pairs)
+    at_90 = np.array(FlippedJudge(multiset_judge, 0.9, 3)(pairs)) != multiset_judge(pairs)
+    at_80 = np.array(FlippedJudge(multiset_judge, 0.8, 3)(pairs)) != multiset_judge(pairs)
     assert at_90.any() and not (at_90 & ~at_80).any()
 
 
@@ -154,7 +154,7 @@ def test_judge_accuracy_is_refused_outside_a_half_to_one_and_trains_only():
     assert cfg.arm_run(1, "darling").task.judge_accuracy == 0.7
     assert cfg.arm_run(1, "grpo").task.judge_accuracy == 1.0
     task = build_task(cfg.arm_run(1, "darling"))
-    assert task.judge == FlippedMultisetJudge(0.7, 0)  # trains with the flipped judge...
+    assert task.judge == FlippedJudge(multiset_judge, 0.7, 0)  # trains with the flipped judge...
     assert task.evaluation_judge is multiset_judge  # ...and is measured exactly
     assert build_task(cfg.arm_run(1, "grpo")).judge is multiset_judge
 
