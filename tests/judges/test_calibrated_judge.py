@@ -321,6 +321,24 @@ def test_the_judge_is_the_model_of_the_shipped_file(calibrated_judge):
     np.testing.assert_allclose(swapped, calibrated_judge(pairs), rtol=1e-6)  # symmetric
 
 
+def test_the_shipped_judge_loads_offline_and_gives_its_recorded_figures(calibrated_judge):
+    """The shipped judge (the MiniLM of the PyPI package, the shipped calibration; the
+    suite runs with the model hub offline) on a fixed subset, the first 40 shipped pairs:
+    the recorded decisions' counts. Every P(similar) is at least 1e-3 from the threshold,
+    so float differences between CPUs (about 1e-6 in the embeddings) cannot move a decision:
+    the counts hold on any x86-64 CPU."""
+    rows = shipped_rows(40)
+    p = np.array(calibrated_judge([(r["generation_0"], r["generation_1"]) for r in rows]))
+    alike = np.array([r["similar"] == 1 for r in rows])
+    threshold = EmbeddingJudgeConfig().threshold
+    said = p > threshold
+    assert np.abs(p - threshold).min() > 1e-3
+    assert (alike.sum(), (~alike).sum()) == (17, 23)
+    assert (said == alike).sum() == 31  # 77.5% right on these 40
+    assert (said & ~alike).sum() == 7  # false "similar": 7 of 23
+    assert (~said & alike).sum() == 2  # false "different": 2 of 17
+
+
 # ---------------------------------------------------------------------------------------------
 # Config
 # ---------------------------------------------------------------------------------------------

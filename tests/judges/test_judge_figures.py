@@ -99,3 +99,49 @@ def test_a_run_of_another_fold_is_refused(tmp_path):
     runs = write_fold_runs(tmp_path, "cos", folds, held_shift=1)
     with pytest.raises(SystemExit, match="fold 0's held-out pairs are not fold 0"):
         judge_cv.main([runs, "--resamples", "10"])
+
+
+def test_the_start_up_figures_are_the_benchmarks_on_the_shipped_table():
+    """The figures a run prints at start-up (judges/figures.py) are what the benchmarks
+    recompute from the shipped feature table (numpy only: the same on any machine)."""
+    from darling_nemo.judges.calibrated import classification_metrics
+    from darling_nemo.judges.figures import SHIPPED
+    from darling_nemo.schema import EmbeddingJudgeConfig
+
+    y, _, scores, said = judge_operating_point.out_of_fold(0, 5)
+    x = TABLE[0]
+    cosine = x[:, calibrate.columns(["cos"])[0]]
+    for head, (p, decided) in {
+        "calibrated": (scores, said),
+        "cosine": (cosine, cosine > 0.89),
+    }.items():
+        figures = SHIPPED[head]
+        metrics = classification_metrics(p, y, decided)
+        assert round(metrics["accuracy"], 3) == figures.accuracy
+        assert round(metrics["balanced_accuracy"], 3) == figures.balanced_accuracy
+        rates = error_rates(y, decided)
+        assert rates["false_similar"] == pytest.approx(figures.false_similar, abs=1e-12)
+        assert rates["false_different"] == pytest.approx(figures.false_different, abs=1e-12)
+        cfg = EmbeddingJudgeConfig(head=head)
+        assert round(cfg.threshold, 3) == figures.threshold
+
+
+def test_the_start_up_line_names_the_judge_and_its_figures_or_says_they_do_not_apply():
+    from darling_nemo.judges.figures import judge_startup_lines
+    from darling_nemo.schema import validate_darling
+
+    def lines(judge: dict) -> list[str]:
+        return judge_startup_lines(validate_darling({"judge": judge}).judge)
+
+    (line,) = lines({"kind": "embedding"})
+    assert line.startswith("darling judge: embedding judge, calibrated head over the shipped ")
+    assert "threshold 0.516" in line and "out of fold (5 folds split by prompt)" in line
+    assert "false similar 28.2%, false different 29.7%" in line
+    (moved,) = lines({"kind": "embedding", "threshold": 0.74})
+    assert moved.endswith("at threshold 0.516 only (this run's differs)")
+    assert "false similar" not in moved
+    assert lines({"kind": "embedding", "head": "cosine", "model": "/m"}) == []  # not shipped
+    served = {"kind": "served", "endpoints": ["http://127.0.0.1:1"], "fallback": {}}
+    (fallback,) = lines({**served, "fallback": {"kind": "embedding"}})
+    assert fallback.startswith("darling judge's fallback (if the servers fail): embedding")
+    assert judge_startup_lines(None) == []
