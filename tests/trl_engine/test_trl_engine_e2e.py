@@ -75,9 +75,15 @@ def assert_the_judge_decided_pairs_every_step(train: list[dict]) -> None:
         assert record["darling/pairs_judged"] > 0, record
 
 
-def test_math_recipe_runs_a_few_steps_through_trl(tmp_path):
+def test_math_recipe_runs_a_few_steps_through_trl(tmp_path, capfd):
     out = tmp_path / "math"
     final = run_cpu_config("darling_math", "conf/local/math_trl.yaml", out)
+    said = capfd.readouterr().out.splitlines()  # which judge the run got, with its figures
+    assert any(
+        line.startswith("darling judge: embedding judge, calibrated head")
+        and "false similar" in line
+        for line in said
+    ), said
     for key in ("darling/quality_mean", "darling/diversity_mean", "eval/pass@1", "eval/pass@8"):
         assert key in final
     train = read_jsonl(out / "train_log.jsonl")
