@@ -39,7 +39,7 @@ from darling_nemo.config import (
 from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
 from darling_nemo.judges import JudgeError, make_judge
-from darling_nemo.judges.registry import check_judge_models, judge_kinds
+from darling_nemo.judges.registry import check_judge_models, judge_kind_names
 from darling_nemo.methods.base import LOGPROBS
 from darling_nemo.schema import DarlingConfig, validate_darling
 
@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         help=f"darling.KEY override; method= one of {', '.join(methods.method_names())} "
         "(docs/rivals.md)",
     )
-    parser.add_argument("--judge", choices=judge_kinds(), help="judge kind")
+    parser.add_argument("--judge", choices=judge_kind_names(), help="judge kind")
     parser.add_argument(
         "--judge-set", action="append", default=[], metavar="KEY=VALUE", help="judge option"
     )

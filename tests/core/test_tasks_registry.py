@@ -69,7 +69,7 @@ def test_a_toy_task_is_accepted_by_trl_configs_while_registered():
     run = {"engine": "trl", "task": {"kind": "toy", "words": 2}}
     with pytest.raises(ConfigError, match="task"):
         validate_section(TrlRunConfig, run, "")
-    with tasks.registered(TOY):
+    with tasks.registered_task(TOY):
         cfg = validate_section(TrlRunConfig, run, "")
         assert tasks.task_of(cfg.task) is TOY and cfg.task.words == 2
         assert tasks.task_names()[-1] == "toy"
@@ -83,7 +83,9 @@ def test_a_toy_task_is_accepted_by_trl_configs_while_registered():
             check_config(None, {**run, "task": {"kind": "toy", "words": 12}})
         # registered after every import: darling-compare (slurm/compare.sub) asks for its
         # evaluations when called
-        with tasks.registered(replace(TOY, name="toy_evaluated", config=None, evaluations=EVALS)):
+        with tasks.registered_task(
+            replace(TOY, name="toy_evaluated", config=None, evaluations=EVALS)
+        ):
             assert evals_of("toy_evaluated") == EVALS
     with pytest.raises(ConfigError):
         validate_section(TrlRunConfig, run, "")
