@@ -38,10 +38,11 @@ from darling_nemo.config import (
 )
 from darling_nemo.core import darling_batch
 from darling_nemo.jsonl import scan_jsonl
-from darling_nemo.judges import JudgeError, make_judge
-from darling_nemo.judges.registry import check_judge_models, judge_kinds
+from darling_nemo.judges import JudgeError
+from darling_nemo.judges.registry import check_judge_models, judge_kind_names
 from darling_nemo.methods.base import LOGPROBS
 from darling_nemo.schema import DarlingConfig, validate_darling
+from darling_nemo.tasks.judge import run_judge
 
 GROUPS_PER_JUDGE_WAVE = 64  # groups partitioned together, so one judge call carries many pairs
 
@@ -105,12 +106,7 @@ def check_method_inputs(
 
 def score_groups(groups: list[dict[str, Any]], cfg: DarlingConfig) -> list[dict[str, Any]]:
     """Score groups in chunks so the judge sees the pairs of many groups per call."""
-    if methods.method(cfg.method).answer_classes:  # final answers, compared by math-verify
-        from darling_nemo.judges.answers import MathAnswerJudge
-
-        judge: Any = MathAnswerJudge()
-    else:
-        judge = make_judge(cfg.judge)
+    judge = run_judge(None, cfg).make()  # final answers (a method with answer classes): math-verify
     settings = cfg.settings()
     needs_logprobs = LOGPROBS in methods.method(cfg.method).inputs
     scored = []
@@ -192,7 +188,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         help=f"darling.KEY override; method= one of {', '.join(methods.method_names())} "
         "(docs/rivals.md)",
     )
-    parser.add_argument("--judge", choices=judge_kinds(), help="judge kind")
+    parser.add_argument("--judge", choices=judge_kind_names(), help="judge kind")
     parser.add_argument(
         "--judge-set", action="append", default=[], metavar="KEY=VALUE", help="judge option"
     )
@@ -223,10 +219,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
             out.close()
     judged = sum(r["pairs_judged"] for r in scored)
     total = sum(r["pairs_total"] for r in scored)
-    answers = methods.method(cfg.method).answer_classes
     print(
         f"darling-score: {len(scored)} groups, {judged}/{total} pairs judged "
-        f"(judge: {'math-verify answers' if answers else cfg.judge.kind})",
+        f"(judge: {run_judge(None, cfg).said})",
         file=sys.stderr,
     )
     return 0

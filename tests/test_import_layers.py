@@ -26,6 +26,8 @@ LAYERS: list[set[str]] = [
         "interrupt",  # a command's quiet Ctrl-C at start-up (standard library only)
         "manifest",  # a checkpoint's files, sizes and hashes (standard library only)
         "console",  # run-time lines below any progress bar (standard library only)
+        "ports",  # local ports, waiting for a child to serve (standard library only)
+        "registries",  # the verbs every registry shares (standard library only)
     },
     # the configs and the core's pure companions; run_folder: an output folder's lock and
     # a full disk's one line (their errors are ConfigErrors); user_rewards: a user's reward

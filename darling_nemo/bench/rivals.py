@@ -23,9 +23,9 @@ import numpy as np
 
 from darling_nemo import methods
 from darling_nemo.core import darling_batch
-from darling_nemo.judges.answers import MathAnswerJudge
 from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.schema import LexicalJudgeConfig, validate_darling
+from darling_nemo.tasks.judge import run_judge
 
 METHODS: dict[str, dict[str, Any]] = {
     "darling (lexical rules)": {},
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         seconds, judged = [], 0
         for _ in range(args.repeats):
             method = methods.method(darling.method)
-            judge: Any = MathAnswerJudge() if method.answer_classes else None
+            judge: Any = run_judge(None, darling).make()  # outcome: math-verify, as on math
             if EMBEDDINGS in method.inputs:  # DQO; the log-probs go to every method
                 judge = GivenEmbeddings(texts)
             start = time.perf_counter()

@@ -54,6 +54,7 @@ from darling_nemo.judges.cost import (
     tokens_per_s_per_gpu,
 )
 from darling_nemo.plan import KNOWN_MODELS
+from darling_nemo.ports import free_port
 from darling_nemo.rehearsal.pacing import MODEL_ENV
 from darling_nemo.rehearsal.shrink import PROMPTS_PER_STEP
 
@@ -267,7 +268,6 @@ def run_bench(
 ) -> list[tuple[str, str, dict[str, float]]]:
     from darling_nemo.rehearsal.run import (
         Rehearsal,
-        _free_port,
         prepare,
         start_judge_server,
         start_ray,
@@ -283,7 +283,7 @@ def run_bench(
         previous = os.environ.get(MODEL_ENV)
         os.environ[MODEL_ENV] = str(model)
         stack.callback(_restore_env, MODEL_ENV, previous)
-        port = _free_port()
+        port = free_port()
         shrunk, _, cfg = prepare(r, f"http://127.0.0.1:{port}")
         start_judge_server(r, stack, port, None)
         start_ray(r, stack, cfg["cluster"]["gpus_per_node"] * cfg["cluster"]["num_nodes"])

@@ -66,6 +66,7 @@ from darling_nemo.schema import (
     EmbeddingJudgeConfig,
     JudgeConfig,
 )
+from darling_nemo.tasks.judge import configured_judge
 
 MODE_NOTES: dict[str, str] = {
     "upstream": (
@@ -306,12 +307,11 @@ class NoveltyBenchPairJudge:
 
 def make_noveltybench_judge(cfg: NoveltyBenchConfig) -> PairJudge | None:
     """The partition judge: a cross_encoder gets NoveltyBench's pair input unless
-    pair_input=judge_template; every other kind is made as in training."""
-    from darling_nemo.judges import make_judge
-
+    pair_input=judge_template; every other kind is made as in training
+    (`tasks.judge.configured_judge`, what `run_judge` makes of darling.judge)."""
     if _is_cross_encoder(cfg.judge) and cfg.pair_input == "noveltybench":
         return NoveltyBenchPairJudge(cfg.judge, cfg.pair_tokenizer_name(), cfg.side_tokens)
-    return make_judge(cfg.judge)
+    return configured_judge(cfg.judge)
 
 
 # ---------------------------------------------------------------------------------------------

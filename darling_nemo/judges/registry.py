@@ -7,20 +7,22 @@ whether it calls a pair model at all, its start-up probe, and its stand-in in th
 Nothing outside darling_nemo/judges/ names a kind; it asks `judge_kind(cfg)`.
 
 Adding a judge: one module (its config class, a `Strict` model with `kind: Literal[...]`,
-and its judge), and one entry in `JUDGES` (or `register(...)` at run time, as the tests do).
+and its judge), and one entry in `JUDGES` (or `register_judge_kind` / `registered_judge_kind`
+at run time, as the tests do: the verbs every registry shares, darling_nemo/registries.py).
 Registering a kind makes the schema accept it (`schema.judges.use_judge_configs`). Builders
 import their heavy dependencies (torch, aiohttp, ray) only when a judge is made.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from darling_nemo.config import check_model_path
 from darling_nemo.core import PairJudge
+from darling_nemo.registries import registered_for_block
 from darling_nemo.schema import (
     CrossEncoderJudgeConfig,
     EmbeddingJudgeConfig,
@@ -265,9 +267,9 @@ JUDGES: dict[str, JudgeKind] = {
 }
 
 
-def judge_kinds() -> list[str]:
+def judge_kind_names() -> tuple[str, ...]:
     """Every registered kind, in the order `--judge` and the messages list them."""
-    return list(JUDGES)
+    return tuple(JUDGES)
 
 
 def judge_kind(judge: Any) -> JudgeKind:
@@ -279,7 +281,7 @@ def judge_kind(judge: Any) -> JudgeKind:
         raise ValueError(f"unknown judge kind {kind!r} (one of {', '.join(JUDGES)})") from None
 
 
-def register(entry: JudgeKind) -> None:
+def register_judge_kind(entry: JudgeKind) -> None:
     """Add a judge kind; the configs accept it from now on."""
     if entry.kind in JUDGES:
         raise ValueError(f"judge kind {entry.kind!r} is registered already")
@@ -287,20 +289,15 @@ def register(entry: JudgeKind) -> None:
     use_judge_configs(tuple(e.config for e in JUDGES.values()))
 
 
-def unregister(kind: str) -> None:
-    """Remove a judge kind `register` added; the configs refuse it again."""
+def unregister_judge_kind(kind: str) -> None:
+    """Remove a judge kind `register_judge_kind` added; the configs refuse it again."""
     del JUDGES[kind]
     use_judge_configs(tuple(e.config for e in JUDGES.values()))
 
 
-@contextmanager
-def registered(entry: JudgeKind) -> Iterator[JudgeKind]:
+def registered_judge_kind(entry: JudgeKind) -> AbstractContextManager[JudgeKind]:
     """A judge kind registered for the duration of the block."""
-    register(entry)
-    try:
-        yield entry
-    finally:
-        unregister(entry.kind)
+    return registered_for_block(entry, entry.kind, register_judge_kind, unregister_judge_kind)
 
 
 use_judge_configs(tuple(e.config for e in JUDGES.values()))

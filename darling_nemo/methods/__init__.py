@@ -22,8 +22,13 @@ from darling_nemo.methods.registry import (
     fusion_names,
     method,
     method_names,
+    on_change,
     register_fusion,
     register_method,
+    registered_fusion,
+    registered_method,
+    unregister_fusion,
+    unregister_method,
 )
 
 # The registry's entries, in the order config messages list them.
@@ -49,6 +54,11 @@ __all__ = [
     "fusion_names",
     "method",
     "method_names",
+    "on_change",
     "register_fusion",
     "register_method",
+    "registered_fusion",
+    "registered_method",
+    "unregister_fusion",
+    "unregister_method",
 ]

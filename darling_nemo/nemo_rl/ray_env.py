@@ -35,16 +35,15 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from darling_nemo.judges.auth import is_secret_name
 from darling_nemo.judges.node_server import die_with_parent, stop_server
+from darling_nemo.ports import NotReady, free_port, port_open, wait_until
 from darling_nemo.schema import ConfigError
 
 REWARD_ENV_VARS: dict[str, str] = {
@@ -230,9 +229,7 @@ def ray_head_without_dashboard(log: Path) -> Iterator[str | None]:
     if running_ray_address() is not None:
         yield None
         return
-    with socket.socket() as probe:  # a free port for the head's GCS (6379 may be taken)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a free port for the head's GCS (6379 may be taken)
     command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block"]
     command += [f"--port={port}", "--node-ip-address=127.0.0.1"]  # one node: this one
     command += ["--include-dashboard=false", "--disable-usage-stats"]
@@ -258,12 +255,13 @@ def ray_head_without_dashboard(log: Path) -> Iterator[str | None]:
 
 
 def _wait_for_port(port: int, head: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + RAY_HEAD_START_S
-    while time.monotonic() < deadline:
-        if head.poll() is not None:
-            raise RayStartError(f"ray start exited with status {head.returncode}; see {log}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise RayStartError(f"ray start: no head on port {port} after {RAY_HEAD_START_S} s; see {log}")
+    try:
+        wait_until(lambda: port_open(port), RAY_HEAD_START_S, "ray start", head)
+    except NotReady as err:
+        if err.exit_status is not None:
+            raise RayStartError(
+                f"ray start exited with status {err.exit_status}; see {log}"
+            ) from None
+        raise RayStartError(
+            f"ray start: no head on port {port} after {RAY_HEAD_START_S} s; see {log}"
+        ) from None

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from darling_nemo.judges.registry import judge_kind
 from darling_nemo.judges.serve_flags import caching_args
 from darling_nemo.nemo_rl.judging_plan import judging_plan
 from darling_nemo.nemo_rl.ray_env import ray_env_vars
+from darling_nemo.ports import free_port, port_open, wait_until
 from darling_nemo.rehearsal.contract import contract_phase
 from darling_nemo.rehearsal.phases import (
     REHEARSAL_PROB_ERROR_TOLERANCE,
@@ -103,25 +103,6 @@ class Rehearsal:
         return env
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_until(
-    check: Any, timeout_s: float, what: str, proc: subprocess.Popen | None = None
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what}: the process exited with status {proc.returncode}")
-        if check():
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"{what}: not ready after {timeout_s:.0f} s")
-
-
 @contextmanager
 def _process_group(cmd: list[str], env: dict[str, str], log: Path):
     """A child in its own session; on exit its whole process group is stopped (it and only
@@ -153,11 +134,6 @@ def _http_ok(url: str) -> bool:
             return reply.status == 200
     except OSError:
         return False
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def prompts_file(task: str, out: Path, count: int, overlong: int) -> Path:
@@ -296,7 +272,7 @@ def start_judge_server(r: Rehearsal, stack: ExitStack, port: int, dies_after: in
         )
     )
     health = f"http://127.0.0.1:{port}/health"
-    _wait_until(lambda: _http_ok(health), 120, "classifier server", server)
+    wait_until(lambda: _http_ok(health), 120, "classifier server", server)
 
 
 def judge_cache_line(log_root: Path) -> str:
@@ -325,7 +301,7 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
     """A private Ray head with `gpus` fake GPUs (its own port and temp dir), which NeMo-RL's
     init_ray() attaches to through RAY_ADDRESS; stopped with its own process group. Each
     placement-group bundle asks for CPUs, so Ray is told of more than the machine has."""
-    port = _free_port()
+    port = free_port()
     ray_proc = stack.enter_context(
         _process_group(
             [
@@ -338,7 +314,7 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
                 f"--port={port}",
                 # Ray's fixed default ports (client server 10001, dashboard agent 52365, ...)
                 # would clash with another rehearsal's head on this machine: all free ones.
-                *(f"--{name}={_free_port()}" for name in RAY_PORT_OPTIONS),
+                *(f"--{name}={free_port()}" for name in RAY_PORT_OPTIONS),
                 f"--num-gpus={gpus}",
                 f"--num-cpus={16 + 4 * gpus}",
                 f"--temp-dir={r.workdir / 'ray'}",
@@ -350,7 +326,7 @@ def start_ray(r: Rehearsal, stack: ExitStack, gpus: int) -> None:
             r.workdir / "ray.log",
         )
     )
-    _wait_until(lambda: _port_open(port), 120, "ray", ray_proc)
+    wait_until(lambda: port_open(port), 120, "ray", ray_proc)
     r.ray_address = f"127.0.0.1:{port}"
 
 
@@ -407,7 +383,7 @@ def rehearse(
         contract_phase(config_path, overrides)  # before anything starts (docs/contracts.md)
         phase = "prepare"
         with ExitStack() as stack:
-            judge_port = _free_port()
+            judge_port = free_port()
             config, given, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
             plan = judging_plan(shrunk, validate_darling(shrunk["darling"]))
             print("phase prepare (tiny models, prompts, shrunk config): PASS", flush=True)

@@ -3,7 +3,8 @@
 Unknown keys are errors whose message carries the key path (pydantic `extra="forbid"`), so
 a typo never trains the wrong run. Call sites read attributes of the validated model, never
 `cfg.get(key, default)`: every default lives in one schema module, once. The registries
-(judge kinds, tasks) make the configs accept what they hold through `use_union_members`.
+(judge kinds, tasks) make the configs accept what they hold through `use_union_members`;
+the method registry through `schema.darling`, which rebuilds the models (`rebuild_models`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ def use_union_members(builtins: tuple[type, ...], members: tuple[type, ...]) -> 
             if info.discriminator == "kind" and set(builtins) <= set(get_args(info.annotation)):
                 info.annotation = Union[members]  # noqa: UP007
     for model in models:
+        model.model_rebuild(force=True)
+
+
+def rebuild_models() -> None:
+    """Rebuild every config model, sections before their holders: after a registry changed
+    a section's fields (the method registry's keys, `schema.darling`)."""
+    for model in _models_by_dependency():
         model.model_rebuild(force=True)
 
 

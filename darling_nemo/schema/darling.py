@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 
 from darling_nemo import methods
 from darling_nemo.core import (
@@ -19,16 +20,13 @@ from darling_nemo.core import (
     PartitionScope,
     QualityShift,
 )
-from darling_nemo.methods import registry
-from darling_nemo.schema.base import ConfigError, Strict, format_validation_error
+from darling_nemo.schema.base import ConfigError, Strict, format_validation_error, rebuild_models
 from darling_nemo.schema.judges import JudgeConfig, LexicalJudgeConfig
 
-# The registry is read here once: the names `method` and `fusion` allow, and the keys the
-# methods declare (darling_nemo/methods/; registering after this is refused).
+# The names `method` and `fusion` allow and the keys the methods declare, as the method
+# registry holds them now (darling_nemo/methods/); `_follow_registry` keeps them so.
 MethodName = Literal[methods.method_names()]
 FusionName = Literal[methods.fusion_names()]
-_METHOD_KEYS = methods.all_keys()
-registry.read_by_schema()
 
 
 class DarlingSection(Strict):
@@ -129,7 +127,7 @@ class DarlingSection(Strict):
             threshold=self.judge.threshold,
             judge_rounds=self.judge_rounds,
             method=self.method,
-            keys={key.name: getattr(self, key.name) for key in _METHOD_KEYS},
+            keys={key.name: getattr(self, key.name) for key in methods.all_keys()},
         )
 
 
@@ -144,8 +142,33 @@ DarlingConfig = create_model(
     __base__=DarlingSection,
     __module__=__name__,
     __doc__="How rewards become DARLING rewards and advantages. See docs/fidelity.md.",
-    **{key.name: _field(key) for key in _METHOD_KEYS},
+    **{key.name: _field(key) for key in methods.all_keys()},
 )
+
+
+def _follow_registry() -> None:
+    """Make the section hold what the method registry holds now: the names `method` and
+    `fusion` allow and, after the shared keys, each registered entry's own keys (in
+    registration order); then rebuild the models that hold the section. Called by the
+    registry after each registration and removal (a key that is a shared key is refused)."""
+    keys = methods.all_keys()
+    clash = sorted(set(DarlingSection.model_fields) & {key.name for key in keys})
+    if clash:
+        raise ValueError(f"method key(s) {clash} are darling: keys every method shares")
+    for model in (DarlingSection, DarlingConfig):
+        model.__pydantic_fields__["method"].annotation = Literal[methods.method_names()]
+        model.__pydantic_fields__["fusion"].annotation = Literal[methods.fusion_names()]
+    fields = DarlingConfig.__pydantic_fields__
+    held = {name: info for name, info in fields.items() if name not in DarlingSection.model_fields}
+    shared = {name: info for name, info in fields.items() if name not in held}
+    fields.clear()
+    fields.update(shared)
+    for key in keys:
+        fields[key.name] = held.get(key.name) or FieldInfo.from_annotated_attribute(*_field(key))
+    rebuild_models()
+
+
+methods.on_change(_follow_registry)
 
 
 def group_size_problem(darling: DarlingSection, key: str, size_key: str, size: int) -> str | None:

@@ -36,6 +36,7 @@ from darling_nemo.config import load_config, save_config
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.nemo_rl.judging_plan import JudgingPlan, judging_plan
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV
+from darling_nemo.ports import free_port
 from darling_nemo.rehearsal.phases import (
     GPU_PROB_ERROR_TOLERANCE,
     REHEARSAL_PROB_ERROR_TOLERANCE,
@@ -340,7 +341,6 @@ def _standin_world(
     workers on every process's path. Returns (config, overrides, env, timeout per run)."""
     from darling_nemo.rehearsal.run import (
         Rehearsal,
-        _free_port,
         prepare,
         start_judge_server,
         start_ray,
@@ -349,7 +349,7 @@ def _standin_world(
     # Ray's socket paths must stay short: the world lives in /tmp, not in the smoke folder.
     workdir = Path(tempfile.mkdtemp(prefix="darling-smoke-standins-", dir="/tmp"))
     r = Rehearsal(recipe, config_path, list(overrides), task, workdir)
-    judge_port = _free_port()
+    judge_port = free_port()
     shrunk_path, _, shrunk = prepare(r, f"http://127.0.0.1:{judge_port}")
     if judge_kind(shrunk["darling"]["judge"]["kind"]).stand_in.serves:
         start_judge_server(r, stack, judge_port, None)

@@ -18,7 +18,7 @@ from darling_nemo.tasks import chat, digit_sum, lattice_routes, math, reward_fun
 from darling_nemo.tasks.base import NemoRlTask, Prompts, QualityFn, Task
 from darling_nemo.tasks.registry import (
     register_task,
-    registered,
+    registered_task,
     task,
     task_names,
     task_of,
@@ -35,7 +35,7 @@ __all__ = [
     "QualityFn",
     "Task",
     "register_task",
-    "registered",
+    "registered_task",
     "task",
     "task_names",
     "task_of",

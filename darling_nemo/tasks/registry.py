@@ -2,7 +2,8 @@
 
 `tasks/__init__.py` registers the shipped tasks; a new task is one module (a `base.Task`,
 and its TRL `task:` section, a `schema.TaskSection` whose `kind` is the task's name) and one
-`register_task` line there, or `register_task` / `registered` at run time, as the tests do.
+`register_task` line there, or `register_task` / `registered_task` at run time, as the tests
+do (the verbs every registry shares, darling_nemo/registries.py).
 Registering a task with a TRL section makes TRL run configs accept `task.kind: <name>`
 (`schema.trl.use_task_configs`), the way registering a judge kind does for `darling.judge`,
 so a late registration is never silently missing from the configs.
@@ -10,10 +11,10 @@ so a late registration is never silently missing from the configs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any, get_args
 
+from darling_nemo.registries import registered_for_block
 from darling_nemo.schema.trl import BUILTIN_TASK_CONFIGS, use_task_configs
 from darling_nemo.tasks.base import Task
 
@@ -54,14 +55,9 @@ def unregister_task(name: str) -> None:
     use_task_configs(_configs())
 
 
-@contextmanager
-def registered(entry: Task) -> Iterator[Task]:
+def registered_task(entry: Task) -> AbstractContextManager[Task]:
     """A task registered for the duration of the block."""
-    register_task(entry)
-    try:
-        yield entry
-    finally:
-        unregister_task(entry.name)
+    return registered_for_block(entry, entry.name, register_task, unregister_task)
 
 
 def task(name: str) -> Task:

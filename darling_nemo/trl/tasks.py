@@ -14,8 +14,6 @@ from typing import Any
 
 from darling_nemo import methods, tasks
 from darling_nemo.core import PairJudge
-from darling_nemo.methods.base import EMBEDDINGS
-from darling_nemo.mini.task import JudgeWithEmbeddings
 from darling_nemo.schema import TrlRunConfig
 from darling_nemo.tasks.base import AnswerFn, QualityFn
 from darling_nemo.tasks.judge import JudgeChoice, run_judge
@@ -50,8 +48,9 @@ def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> TrainingT
         labels.update(prompts.row_labels)
     wants_answers = methods.method(cfg.darling.method).answer_classes
     answers = entry.answers(quality) if wants_answers and entry.answers else None
-    made = (judge or run_judge(entry, cfg.darling)).make()  # once the data is known good
-    trains_with = entry.training_judge(cfg.task) if entry.training_judge else None
+    choice = judge or run_judge(entry, cfg.darling, cfg.task)
+    made = choice.make()  # once the data is known good
+    trains_with = choice.training()
     if trains_with is not None:  # training's judge is wrong on purpose; evaluation's is not
         return TrainingTask(
             prompts.train, prompts.heldout, quality, trains_with, prompts.vocabulary, made
@@ -63,9 +62,6 @@ def build_task(cfg: TrlRunConfig, judge: JudgeChoice | None = None) -> TrainingT
 
 def judge_for_method(cfg: TrlRunConfig, judge: PairJudge | None) -> PairJudge | None:
     """The task's judge, given the task's own embeddings (the dice task's `DigitSum.embed`)
-    where the method needs embeddings (DQO); other tasks' come from an embedding judge."""
-    wants = EMBEDDINGS in methods.method(cfg.darling.method).inputs
-    entry = tasks.task_of(cfg.task)
-    if wants and judge is not None and entry.embeddings is not None:
-        return JudgeWithEmbeddings(judge, entry.embeddings(cfg.task))
-    return judge
+    where the method needs embeddings (DQO), as `run_judge` decides; other tasks' come from
+    an embedding judge."""
+    return run_judge(tasks.task_of(cfg.task), cfg.darling, cfg.task).for_reward(judge)

@@ -13,10 +13,12 @@ from helpers import REPO
 
 from darling_nemo import tasks
 from darling_nemo.evals.compare import evals_of
-from darling_nemo.mini.task import multiset_judge
+from darling_nemo.judges.answers import MathAnswerJudge
+from darling_nemo.mini.task import FlippedMultisetJudge, JudgeWithEmbeddings, multiset_judge
 from darling_nemo.recipe import check_config
 from darling_nemo.schema import (
     ConfigError,
+    DigitSumTaskConfig,
     TaskSection,
     TrlRunConfig,
     validate_darling,
@@ -69,7 +71,7 @@ def test_a_toy_task_is_accepted_by_trl_configs_while_registered():
     run = {"engine": "trl", "task": {"kind": "toy", "words": 2}}
     with pytest.raises(ConfigError, match="task"):
         validate_section(TrlRunConfig, run, "")
-    with tasks.registered(TOY):
+    with tasks.registered_task(TOY):
         cfg = validate_section(TrlRunConfig, run, "")
         assert tasks.task_of(cfg.task) is TOY and cfg.task.words == 2
         assert tasks.task_names()[-1] == "toy"
@@ -83,7 +85,9 @@ def test_a_toy_task_is_accepted_by_trl_configs_while_registered():
             check_config(None, {**run, "task": {"kind": "toy", "words": 12}})
         # registered after every import: darling-compare (slurm/compare.sub) asks for its
         # evaluations when called
-        with tasks.registered(replace(TOY, name="toy_evaluated", config=None, evaluations=EVALS)):
+        with tasks.registered_task(
+            replace(TOY, name="toy_evaluated", config=None, evaluations=EVALS)
+        ):
             assert evals_of("toy_evaluated") == EVALS
     with pytest.raises(ConfigError):
         validate_section(TrlRunConfig, run, "")
@@ -107,6 +111,25 @@ def test_the_run_judge_is_decided_once_from_task_and_method():
     assert run_judge(tasks.task("math"), lexical).make() is None
     with pytest.raises(ValueError, match="the chat task has none"):
         run_judge(tasks.task("chat"), outcome)
+    # no task (darling-score, the rivals benchmark): final answers by math-verify
+    assert isinstance(run_judge(None, outcome).make(), MathAnswerJudge)
+    assert run_judge(None, lexical).make() is None
+    assert run_judge(None, validate_darling({"diversity": "ngram"})).make() is None
+
+
+def test_the_run_judge_with_a_task_section_says_trainings_judge_and_embeddings():
+    dice = tasks.task("digit_sum")
+    exact = DigitSumTaskConfig(kind="digit_sum")
+    flipped = DigitSumTaskConfig(kind="digit_sum", judge_accuracy=0.8)
+    darling, dqo = validate_darling({}), validate_darling({"method": "dqo"})
+    assert run_judge(dice, darling, exact).training() is None
+    assert isinstance(run_judge(dice, darling, flipped).training(), FlippedMultisetJudge)
+    assert run_judge(dice, darling).training() is None  # no section: make()'s judge
+    assert run_judge(dice, darling, exact).for_reward(multiset_judge) is multiset_judge
+    with_embeddings = run_judge(dice, dqo, exact).for_reward(multiset_judge)
+    assert isinstance(with_embeddings, JudgeWithEmbeddings)
+    assert with_embeddings.judge is multiset_judge
+    assert run_judge(dice, dqo, exact).for_reward(None) is None
 
 
 # Where a registered task's name may still be written outside darling_nemo/tasks/ and

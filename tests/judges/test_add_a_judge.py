@@ -19,24 +19,24 @@ from toy_judge import TOY, ToyJudge
 
 from darling_nemo.config import load_config
 from darling_nemo.judges import make_judge
-from darling_nemo.judges.registry import judge_kind, judge_kinds, registered
+from darling_nemo.judges.registry import judge_kind, judge_kind_names, registered_judge_kind
 from darling_nemo.rehearsal.shrink import shrink_overrides
 from darling_nemo.schema import ConfigError, validate_darling
 from darling_nemo.score import main as score_main
 
-BUILTIN = ["lexical", "cross_encoder", "embedding", "served", "ray_pool"]
+BUILTIN = ("lexical", "cross_encoder", "embedding", "served", "ray_pool")
 NEMO_RL_CONFIG = "conf/math_qwen3_4b_darling.yaml"
 
 
 @pytest.fixture
 def toy():
     ToyJudge.pairs_seen = 0
-    with registered(TOY) as entry:
+    with registered_judge_kind(TOY) as entry:
         yield entry
 
 
 def test_the_schema_takes_a_registered_kind_and_refuses_it_again_after(toy):
-    assert judge_kinds() == [*BUILTIN, "toy"]
+    assert judge_kind_names() == (*BUILTIN, "toy")
     darling = validate_darling({"judge": {"kind": "toy", "words": 2}})
     assert darling.judge.words == 2 and judge_kind(darling.judge) is toy
     with pytest.raises(ConfigError, match=r"darling\.judge\.wrds: unknown key; did you mean"):
@@ -45,7 +45,7 @@ def test_the_schema_takes_a_registered_kind_and_refuses_it_again_after(toy):
 
 
 def test_an_unregistered_kind_is_refused_with_the_builtin_kinds_listed():
-    assert judge_kinds() == BUILTIN
+    assert judge_kind_names() == BUILTIN
     with pytest.raises(ConfigError) as err:
         validate_darling({"judge": {"kind": "toy"}})
     assert str(err.value) == (

@@ -446,7 +446,7 @@ def test_a_missing_data_file_names_its_key_and_each_tasks_prep_command(tmp_path)
     assert message.endswith("prepare data with darling-prep-math / darling-prep-wildchat")
     toy = replace(tasks.task("math").nemo_rl, prep_command="toy-prep")
     with (
-        tasks.registered(tasks.Task("toy_nemo", "a toy", nemo_rl=toy)),
+        tasks.registered_task(tasks.Task("toy_nemo", "a toy", nemo_rl=toy)),
         pytest.raises(ConfigError, match="darling-prep-math / darling-prep-wildchat / toy-prep"),
     ):
         check_data_paths(cfg)
