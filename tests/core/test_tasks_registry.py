@@ -14,7 +14,7 @@ from helpers import REPO
 from darling_nemo import tasks
 from darling_nemo.evals.compare import evals_of
 from darling_nemo.judges.answers import MathAnswerJudge
-from darling_nemo.mini.task import FlippedMultisetJudge, JudgeWithEmbeddings, multiset_judge
+from darling_nemo.mini.task import FlippedJudge, JudgeWithEmbeddings, multiset_judge
 from darling_nemo.recipe import check_config
 from darling_nemo.schema import (
     ConfigError,
@@ -123,7 +123,7 @@ def test_the_run_judge_with_a_task_section_says_trainings_judge_and_embeddings()
     flipped = DigitSumTaskConfig(kind="digit_sum", judge_accuracy=0.8)
     darling, dqo = validate_darling({}), validate_darling({"method": "dqo"})
     assert run_judge(dice, darling, exact).training() is None
-    assert isinstance(run_judge(dice, darling, flipped).training(), FlippedMultisetJudge)
+    assert isinstance(run_judge(dice, darling, flipped).training(), FlippedJudge)
     assert run_judge(dice, darling).training() is None  # no section: make()'s judge
     assert run_judge(dice, darling, exact).for_reward(multiset_judge) is multiset_judge
     with_embeddings = run_judge(dice, dqo, exact).for_reward(multiset_judge)
