@@ -16,8 +16,11 @@ does the same work itself (the methods import nothing outside darling_nemo/metho
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 Entry = TypeVar("Entry")
@@ -33,3 +36,32 @@ def registered_for_block(
         yield entry
     finally:
         unregister(name)
+
+
+class PluginError(ValueError):
+    """A module named in `darling.plugins` could not be imported (the message names it)."""
+
+
+def import_plugins(darling: object) -> list[str]:
+    """Import the modules a raw `darling:` mapping names in `plugins` (each registers its
+    methods, judge kinds or tasks when imported, from a folder of the user's), searched
+    first in `plugin_path` (default: the working directory); before the config is validated,
+    so the names they register are accepted. Returns the modules imported."""
+    if not isinstance(darling, dict) or not darling.get("plugins"):
+        return []
+    modules, folders = darling["plugins"], darling.get("plugin_path", ["."])
+    if not all(isinstance(x, str) for x in [*modules, *folders]):
+        raise PluginError("darling.plugins / darling.plugin_path: lists of strings expected")
+    for folder in reversed(folders):
+        where = str(Path(folder).resolve())
+        if where not in sys.path:
+            sys.path.insert(0, where)
+    for i, name in enumerate(modules):
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # the user's module: any error it raises, named with it
+            raise PluginError(
+                f"darling.plugins[{i}]: cannot import {name!r} (searched first in "
+                f"{', '.join(folders)}): {type(err).__name__}: {err}"
+            ) from None
+    return list(modules)

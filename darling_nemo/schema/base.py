@@ -14,6 +14,7 @@ from typing import Any, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from darling_nemo.registries import PluginError, import_plugins
 from darling_nemo.validation_messages import describe_error
 
 
@@ -45,8 +46,20 @@ class ConfigError(ValueError):
     """A config problem, with the key path(s) in the message."""
 
 
+def import_configured_plugins(darling: object) -> None:
+    """`darling.plugins` imported (they register what the config names), or a ConfigError
+    naming the module and what its import raised."""
+    try:
+        import_plugins(darling)
+    except PluginError as err:
+        raise ConfigError(str(err)) from None
+
+
 def validate_section(model: type[Strict], section: dict[str, Any], prefix: str = "") -> Any:
-    """Validate any config model; raise ConfigError naming every bad key path."""
+    """Validate any config model (a `darling:` section's plugins imported first); raise
+    ConfigError naming every bad key path."""
+    if "darling" in model.model_fields and isinstance(section, dict):
+        import_configured_plugins(section.get("darling"))
     try:
         return model.model_validate(section)
     except ValidationError as err:

@@ -20,7 +20,13 @@ from darling_nemo.core import (
     PartitionScope,
     QualityShift,
 )
-from darling_nemo.schema.base import ConfigError, Strict, format_validation_error, rebuild_models
+from darling_nemo.schema.base import (
+    ConfigError,
+    Strict,
+    format_validation_error,
+    import_configured_plugins,
+    rebuild_models,
+)
 from darling_nemo.schema.judges import JudgeConfig, LexicalJudgeConfig
 
 # The names `method` and `fusion` allow and the keys the methods declare, as the method
@@ -68,6 +74,11 @@ class DarlingSection(Strict):
     # judge the same input (docs/judge-cost.md). Otherwise (printed) responses join when
     # they finish.
     prefix_judging: bool = True
+    # Modules of your own imported before the config is read, each registering a method,
+    # judge kind or task when imported (docs/your-own-task.md): import paths, looked for
+    # first in the folders of plugin_path (relative: to the working directory).
+    plugins: list[str] = Field(default_factory=list)
+    plugin_path: list[str] = Field(default_factory=lambda: ["."])
 
     @model_validator(mode="after")
     def _method_applies(self) -> DarlingSection:
@@ -185,7 +196,9 @@ def group_size_problem(darling: DarlingSection, key: str, size_key: str, size: i
 
 
 def validate_darling(section: dict[str, Any] | None, prefix: str = "darling") -> DarlingSection:
-    """Validate a raw `darling:` mapping; raise ConfigError naming every bad key path."""
+    """Validate a raw `darling:` mapping (its plugins imported first); raise ConfigError
+    naming every bad key path."""
+    import_configured_plugins(section)
     try:
         return DarlingConfig.model_validate(section or {})
     except ValidationError as err:

@@ -253,6 +253,8 @@ RESUME_MAY_CHANGE = (
     "logging",
     "trainer.save_steps",
     "trainer.save_total_limit",
+    "darling.plugins",  # where names come from, not what they compute
+    "darling.plugin_path",
 )
 
 
