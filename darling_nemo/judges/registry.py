@@ -8,6 +8,9 @@ Nothing outside darling_nemo/judges/ names a kind; it asks `judge_kind(cfg)`.
 
 Adding a judge: one module (its config class, a `Strict` model with `kind: Literal[...]`,
 and its judge), and one entry in `JUDGES` (or `register(...)` at run time, as the tests do).
+A kind whose judges give a method input (`embed`: methods.base.EMBEDDINGS) says so on its
+config class, `gives: ClassVar[frozenset[str]]`; the config check reads it
+(`schema.judges.judge_gives`) against what `darling.method` declares.
 Registering a kind makes the schema accept it (`schema.judges.use_judge_configs`). Builders
 import their heavy dependencies (torch, aiohttp, ray) only when a judge is made.
 """

@@ -30,8 +30,8 @@ import numpy as np
 from darling_nemo.methods.base import Key, Method
 
 
-def rewards(quality, diversity, class_ids, groups, settings):
-    return quality + settings.keys["toy_bonus"] * diversity
+def rewards(batch, settings):  # batch: a methods.base.GroupBatch
+    return batch.quality + settings.keys["toy_bonus"] * batch.diversity
 
 
 METHOD = Method(
@@ -111,7 +111,7 @@ def test_a_toy_method_is_one_module_and_one_registry_entry(tmp_path):
 def test_registering_after_the_schema_read_the_registry_is_refused():
     import darling_nemo.schema  # noqa: F401  (reads the registry)
 
-    late = methods.Method("late", "late", lambda q, d, c, g, s: q)
+    late = methods.Method("late", "late", lambda batch, settings: batch.quality)
     with pytest.raises(RuntimeError, match="register it before the schema is imported"):
         methods.register_method(late)
     assert "late" not in methods.method_names()
