@@ -32,7 +32,7 @@ from darling_nemo.schema import (
     ServedJudgeConfig,
     Strict,
 )
-from darling_nemo.schema.judges import use_judge_configs
+from darling_nemo.schema.judges import judge_gives, use_judge_configs
 
 ModelFiles = list[tuple[str, str | None]]  # (key under the judge's own, path or hub name)
 Overrides = list[tuple[str, Any]]  # (key path from the config's root, new value)
@@ -98,6 +98,12 @@ class JudgeKind:
     @property
     def kind(self) -> str:
         return kind_of(self.config)
+
+    @property
+    def gives(self) -> frozenset[str]:
+        """The method inputs its judges give (declared on its config class, where the config
+        check reads them without importing this registry)."""
+        return judge_gives(self.config)
 
 
 def kind_of(config: type[Strict]) -> str:

@@ -79,7 +79,8 @@ class EmbeddingToyConfig(Strict):
 
 
 def test_a_registered_kind_that_gives_embeddings_serves_dqo():
-    with registered(JudgeKind(EmbeddingToyConfig, build=lambda cfg: None)):
+    with registered(JudgeKind(EmbeddingToyConfig, build=lambda cfg: None)) as entry:
+        assert entry.gives == {EMBEDDINGS}
         assert kinds_giving(EMBEDDINGS) == ["embedding", "embedding_toy"]
         darling = validate_darling({"method": "dqo", "judge": {"kind": "embedding_toy"}})
         assert inputs_problem(darling, "darling") == ""
