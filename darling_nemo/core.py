@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from darling_nemo import methods
-from darling_nemo.methods.base import check_finite, method_inputs
+from darling_nemo.methods.base import GroupBatch, check_finite, method_inputs
 from darling_nemo.methods.darling import QualityShift
 
 PairJudge = Callable[[Sequence[tuple[str, str]]], Sequence[float]]
@@ -566,7 +566,8 @@ def darling_batch(
     else:
         raise ValueError(f"unknown diversity {settings.diversity!r}: use 'semantic' or 'ngram'")
 
-    reward = method.rewards(q, out.diversity, out.class_ids, groups, settings, **inputs)
+    batch = GroupBatch(q, out.diversity, out.class_ids, groups, **inputs)
+    reward = method.rewards(batch, settings)
     adv = advantages(
         reward,
         group_ids,

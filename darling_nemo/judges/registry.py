@@ -9,6 +9,9 @@ Nothing outside darling_nemo/judges/ names a kind; it asks `judge_kind(cfg)`.
 Adding a judge: one module (its config class, a `Strict` model with `kind: Literal[...]`,
 and its judge), and one entry in `JUDGES` (or `register_judge_kind` / `registered_judge_kind`
 at run time, as the tests do: the verbs every registry shares, darling_nemo/registries.py).
+A kind whose judges give a method input (`embed`: methods.base.EMBEDDINGS) says so on its
+config class, `gives: ClassVar[frozenset[str]]`; the config check reads it
+(`schema.judges.judge_gives`) against what `darling.method` declares.
 Registering a kind makes the schema accept it (`schema.judges.use_judge_configs`). Builders
 import their heavy dependencies (torch, aiohttp, ray) only when a judge is made.
 """
@@ -31,7 +34,7 @@ from darling_nemo.schema import (
     ServedJudgeConfig,
     Strict,
 )
-from darling_nemo.schema.judges import use_judge_configs
+from darling_nemo.schema.judges import judge_gives, use_judge_configs
 
 ModelFiles = list[tuple[str, str | None]]  # (key under the judge's own, path or hub name)
 Overrides = list[tuple[str, Any]]  # (key path from the config's root, new value)
@@ -97,6 +100,12 @@ class JudgeKind:
     @property
     def kind(self) -> str:
         return kind_of(self.config)
+
+    @property
+    def gives(self) -> frozenset[str]:
+        """The method inputs its judges give (declared on its config class, where the config
+        check reads them without importing this registry)."""
+        return judge_gives(self.config)
 
 
 def kind_of(config: type[Strict]) -> str:

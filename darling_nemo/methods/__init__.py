@@ -9,13 +9,14 @@
     dqo.py         DQO: quality plus a log-determinant diversity gain over embeddings
 
 numpy and the standard library only, like the core that calls them (docs/rivals.md). A new
-method: its module (a `base.Method`, its config keys as `base.Key`s) and one line below.
+method: its module (a `base.Method` whose rewards read a `base.GroupBatch`, a per-group
+formula wrapped in `base.each_group`; its config keys as `base.Key`s) and one line below.
 """
 
 from __future__ import annotations
 
 from darling_nemo.methods import darling, dqo, gdpo, outcome, pass_at_k, pkpo, unlikeliness
-from darling_nemo.methods.base import Fusion, Key, Method, check_finite
+from darling_nemo.methods.base import Fusion, GroupBatch, Key, Method, check_finite, each_group
 from darling_nemo.methods.registry import (
     all_keys,
     fusion,
@@ -46,10 +47,12 @@ for _fusion in (*darling.FUSIONS, gdpo.FUSION):
 
 __all__ = [
     "Fusion",
+    "GroupBatch",
     "Key",
     "Method",
     "all_keys",
     "check_finite",
+    "each_group",
     "fusion",
     "fusion_names",
     "method",

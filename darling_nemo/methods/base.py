@@ -1,14 +1,16 @@
-"""What every diversity method shares: the shape of a registry entry, the config keys it
-declares, and the finite-values check (numpy and stdlib only, like the core).
+"""What every diversity method shares: the batch it reads, the shape of a registry entry,
+the config keys it declares, and the finite-values check (numpy and stdlib only, like the core).
 
-A method turns one batch's quality, diversity and classes into rewards; the core
-(`core.darling_batch`) computes the partition and the advantages around it and asks the
-registry (`methods.registry`) which method and which fusion a config names.
+A method turns one `GroupBatch` (quality, diversity, classes, groups and the optional inputs
+it declares) into rewards; the core (`core.darling_batch`) computes the partition and the
+advantages around it and asks the registry (`methods.registry`) which method and which
+fusion a config names. A method whose reward is one formula per group writes only that
+formula and wraps it in `each_group`, the one loop over a batch's groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,17 +26,6 @@ def check_finite(values: Sequence[float], name: str) -> np.ndarray:
     return arr
 
 
-def per_group(
-    size: int, groups: Sequence[np.ndarray], value_of: Callable[[np.ndarray], np.ndarray]
-) -> np.ndarray:
-    """A method's rewards for a batch of `size` responses: `value_of(rows)` for each group's
-    rows (the loop every method's `rewards` runs)."""
-    reward = np.zeros(size)
-    for rows in groups:
-        reward[rows] = value_of(rows)
-    return reward
-
-
 class Settings(Protocol):
     """What a method reads of the core's `DarlingSettings` (kept structural, so this package
     does not import the core that imports it)."""
@@ -45,10 +36,6 @@ class Settings(Protocol):
     keys: Mapping[str, Any]  # every registered method's config keys -> value
 
 
-RewardFn = Callable[..., Any]
-"""(quality, diversity, class ids, each group's rows, settings, **inputs) -> one reward per
-response; `inputs` holds the arrays the method declares in `Method.inputs`, by name."""
-
 LOGPROBS = "logprobs"
 """Input: each response's mean token log-probability under the policy that sampled it (the
 engines give it: TRL computes it, NeMo-RL reads vLLM's generation log-probs)."""
@@ -56,6 +43,65 @@ engines give it: TRL computes it, NeMo-RL reads vLLM's generation log-probs)."""
 EMBEDDINGS = "embeddings"
 """Input: each response's embedding, one row each, from a judge with an `embed` method (the
 embedding judge, or the miniature's multiset judge)."""
+
+ENGINE_INPUTS = frozenset({LOGPROBS})
+"""The inputs the engines (and darling-score, from its file) give a method that declares
+them; any other declared input must come from the configured judge (what its config class
+declares in `gives`), checked at the config phase by `missing_inputs`."""
+
+INPUT_WORDS = {LOGPROBS: "each response's log-probability", EMBEDDINGS: "response embeddings"}
+"""How messages name an input (one not listed is named as it is declared)."""
+
+
+@dataclass(frozen=True)
+class GroupBatch:
+    """What a method reads: one batch of responses, or one group of it (`group`).
+
+    quality, diversity, class_ids: one value per response (class ids are of meaning, or of
+    final answers for a method with `answer_classes`); groups: each group's rows. The
+    optional inputs are given exactly when the method declares them in `Method.inputs`.
+    """
+
+    quality: np.ndarray
+    diversity: np.ndarray
+    class_ids: np.ndarray
+    groups: Sequence[np.ndarray]
+    logprobs: np.ndarray | None = None  # LOGPROBS
+    embeddings: np.ndarray | None = None  # EMBEDDINGS
+
+    def group(self, rows: np.ndarray) -> GroupBatch:
+        """The responses `rows` as a batch of one group (every array cut to those rows)."""
+
+        def cut(values: np.ndarray | None) -> np.ndarray | None:
+            return None if values is None else values[rows]
+
+        return GroupBatch(
+            self.quality[rows],
+            self.diversity[rows],
+            self.class_ids[rows],
+            (np.arange(len(rows)),),
+            logprobs=cut(self.logprobs),
+            embeddings=cut(self.embeddings),
+        )
+
+
+RewardFn = Callable[[GroupBatch, Settings], np.ndarray]
+"""(the batch, settings) -> one reward per response of the batch."""
+
+
+def each_group(formula: RewardFn) -> RewardFn:
+    """A method's rewards from its per-group `formula` (one group's `GroupBatch`, settings ->
+    that group's rewards): the one loop over a batch's groups that such a method runs."""
+
+    def rewards(batch: GroupBatch, settings: Settings) -> np.ndarray:
+        reward = np.zeros(batch.quality.size)
+        for rows in batch.groups:
+            reward[rows] = formula(batch.group(rows), settings)
+        return reward
+
+    rewards.__doc__ = formula.__doc__
+    return rewards
+
 
 GroupFn = Callable[[np.ndarray, np.ndarray, Settings], np.ndarray]
 """One group's (quality, diversity, settings) -> its rewards, for a fusion of method darling."""
@@ -85,7 +131,7 @@ class Method:
 
     name: str
     title: str  # in messages: "pass@k training needs k <= the responses per prompt"
-    rewards: RewardFn
+    rewards: RewardFn  # a whole batch's; `each_group(formula)` for a per-group formula
     keys: tuple[Key, ...] = ()
     # Whether `darling.fusion` and `darling.enabled` apply (only DARLING fuses).
     uses_fusion: bool = False
@@ -107,9 +153,17 @@ class Method:
     check_quality: Callable[[np.ndarray], None] | None = None
     # The section's values (key -> value) -> problems naming the keys, one line each.
     config_problems: Callable[[Mapping[str, Any]], list[str]] | None = None
-    # Per-response arrays beyond quality that `rewards` takes as keyword arguments
-    # (LOGPROBS, EMBEDDINGS); `method_inputs` gathers them or refuses in one line.
+    # The optional inputs its `GroupBatch` must carry (LOGPROBS, EMBEDDINGS): a config whose
+    # engine and judge do not give one is refused (`missing_inputs`), and `method_inputs`
+    # gathers them for each batch.
     inputs: tuple[str, ...] = ()
+
+
+def missing_inputs(method: Method, judge_gives: Collection[str]) -> list[str]:
+    """The inputs `method` declares that neither the engines (`ENGINE_INPUTS`) nor a judge
+    giving `judge_gives` gives (empty: the run gives them all)."""
+    given = ENGINE_INPUTS | set(judge_gives)
+    return [name for name in method.inputs if name not in given]
 
 
 def method_inputs(

@@ -19,7 +19,14 @@ from enum import StrEnum
 import numpy as np
 
 from darling_nemo.methods import registry
-from darling_nemo.methods.base import Fusion, Method, Settings, check_finite, per_group
+from darling_nemo.methods.base import (
+    Fusion,
+    GroupBatch,
+    Method,
+    Settings,
+    check_finite,
+    each_group,
+)
 
 
 class QualityShift(StrEnum):
@@ -75,18 +82,17 @@ def _fusion(name: str) -> Fusion:
 FUSIONS = tuple(_fusion(name) for name in _COMBINE)
 
 
-def rewards(
-    quality: np.ndarray,
-    diversity: np.ndarray,
-    class_ids: np.ndarray,
-    groups: Sequence[np.ndarray],
-    settings: Settings,
-) -> np.ndarray:
+def _fused(group: GroupBatch, settings: Settings) -> np.ndarray:
+    return registry.fusion(settings.fusion).group(group.quality, group.diversity, settings)
+
+
+_fused_groups = each_group(_fused)
+
+
+def rewards(batch: GroupBatch, settings: Settings) -> np.ndarray:
     """Each group fused by `settings.fusion`, then the fusion's batch step if it has one."""
     fusion = registry.fusion(settings.fusion)
-    reward = per_group(
-        quality.size, groups, lambda rows: fusion.group(quality[rows], diversity[rows], settings)
-    )
+    reward = _fused_groups(batch, settings)
     if fusion.batch is not None:
         reward = fusion.batch(reward)
     return reward

@@ -5,12 +5,9 @@ responses, added to quality; docs/rivals.md says which choices are this package'
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 import numpy as np
 
-from darling_nemo.methods.base import EMBEDDINGS, Key, Method, Settings, per_group
+from darling_nemo.methods.base import EMBEDDINGS, GroupBatch, Key, Method, Settings, each_group
 
 
 def determinant_gains(embeddings: np.ndarray, ridge: float) -> np.ndarray:
@@ -33,42 +30,21 @@ def determinant_gains(embeddings: np.ndarray, ridge: float) -> np.ndarray:
     return -np.log(np.diag(np.linalg.inv(kernel)))
 
 
-def rewards(
-    quality: np.ndarray,
-    diversity: np.ndarray,
-    class_ids: np.ndarray,
-    groups: Sequence[np.ndarray],
-    settings: Settings,
-    embeddings: np.ndarray,
-) -> np.ndarray:
-    """Each group's quality + dqo_weight * `determinant_gains` of its embeddings."""
+def group_rewards(group: GroupBatch, settings: Settings) -> np.ndarray:
+    """A group's quality + dqo_weight * `determinant_gains` of its embeddings."""
     weight, ridge = settings.keys["dqo_weight"], settings.keys["dqo_ridge"]
-    return per_group(
-        quality.size,
-        groups,
-        lambda rows: quality[rows] + weight * determinant_gains(embeddings[rows], ridge),
-    )
-
-
-def config_problems(section: Mapping[str, Any]) -> list[str]:
-    """A pair classifier gives verdicts, not embeddings. (kind lexical passes here: the
-    dice task brings its own judge with embeddings; the engines refuse it elsewhere.)"""
-    kind = section["judge"].kind
-    if kind not in ("embedding", "lexical"):
-        return [
-            f"method=dqo needs response embeddings: judge.kind={kind} gives none; set judge.kind=embedding"
-        ]
-    return []
+    assert group.embeddings is not None  # declared in `inputs`: the core gives them
+    return group.quality + weight * determinant_gains(group.embeddings, ridge)
 
 
 METHOD = Method(
     "dqo",
     "DQO",
-    rewards,
+    each_group(group_rewards),
     keys=(
         Key("dqo_weight", 1.0, "method dqo: quality + dqo_weight * log-det gain", ge=0.0),
         Key("dqo_ridge", 1.0, "method dqo: L = E E^T + dqo_ridge I (1: log det(I + K))", gt=0.0),
     ),
+    # a pair classifier gives verdicts, not embeddings: the config check refuses it by this
     inputs=(EMBEDDINGS,),
-    config_problems=config_problems,
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from darling_nemo.methods.base import Key, Method, Settings, per_group
+from darling_nemo.methods.base import GroupBatch, Key, Method, Settings, each_group
 
 
 def outcome_penalty(answer_ids: Sequence[int], coef: float) -> np.ndarray:
@@ -49,18 +49,9 @@ def outcome_penalty(answer_ids: Sequence[int], coef: float) -> np.ndarray:
     return -coef * same_answer / n
 
 
-def rewards(
-    quality: np.ndarray,
-    diversity: np.ndarray,
-    class_ids: np.ndarray,
-    groups: Sequence[np.ndarray],
-    settings: Settings,
-) -> np.ndarray:
-    """Each group's quality plus `outcome_penalty` of its answer classes."""
-    coef = settings.keys["outcome_coef"]
-    return per_group(
-        quality.size, groups, lambda rows: quality[rows] + outcome_penalty(class_ids[rows], coef)
-    )
+def group_rewards(group: GroupBatch, settings: Settings) -> np.ndarray:
+    """A group's quality plus `outcome_penalty` of its answer classes."""
+    return group.quality + outcome_penalty(group.class_ids, settings.keys["outcome_coef"])
 
 
 def config_problems(section: Mapping[str, Any]) -> list[str]:
@@ -75,7 +66,7 @@ def config_problems(section: Mapping[str, Any]) -> list[str]:
 METHOD = Method(
     "outcome",
     "outcome exploration",
-    rewards,
+    each_group(group_rewards),
     # reward = quality - outcome_coef * (other responses with the same answer) / n; the
     # paper's per-response term, placed before the group baseline and with an untuned
     # coefficient (outcome_penalty says how it differs from the paper).

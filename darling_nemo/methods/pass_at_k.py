@@ -11,7 +11,7 @@ from math import comb
 
 import numpy as np
 
-from darling_nemo.methods.base import Key, Method, Settings, per_group
+from darling_nemo.methods.base import GroupBatch, Key, Method, Settings, each_group
 
 
 def passk_group_statistics(n: int, c: int, k: int) -> tuple[float, float, float]:
@@ -69,31 +69,21 @@ def check_binary(quality: np.ndarray) -> None:
         )
 
 
-def rewards(
-    quality: np.ndarray,
-    diversity: np.ndarray,
-    class_ids: np.ndarray,
-    groups: Sequence[np.ndarray],
-    settings: Settings,
-) -> np.ndarray:
-    """Each group's `passk_advantages` (a response is correct where its quality is > 0)."""
-    k = settings.keys["k"]
-
-    def group_advantages(rows: np.ndarray) -> np.ndarray:
-        if k > rows.size:
-            raise ValueError(
-                f"darling.k={k} but a group has {rows.size} responses: pass@k "
-                "training needs k <= the group size"
-            )
-        return passk_advantages(quality[rows] > 0, k)
-
-    return per_group(quality.size, groups, group_advantages)
+def group_rewards(group: GroupBatch, settings: Settings) -> np.ndarray:
+    """A group's `passk_advantages` (a response is correct where its quality is > 0)."""
+    k, size = settings.keys["k"], group.quality.size
+    if k > size:
+        raise ValueError(
+            f"darling.k={k} but a group has {size} responses: pass@k "
+            "training needs k <= the group size"
+        )
+    return passk_advantages(group.quality > 0, k)
 
 
 METHOD = Method(
     "pass_at_k",
     "pass@k training",
-    rewards,
+    each_group(group_rewards),
     keys=(Key("k", 4, "method pass_at_k: the k of pass@k; at most the group size", ge=1),),
     normalised=True,
     binary_rewards=True,

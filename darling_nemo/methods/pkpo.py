@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from darling_nemo.methods.base import Key, Method, Settings, per_group
+from darling_nemo.methods.base import GroupBatch, Key, Method, Settings, each_group
 
 
 class PkpoBaseline(StrEnum):
@@ -85,16 +85,9 @@ def pkpo_rewards(rewards: Sequence[float], k: int, baseline: str) -> np.ndarray:
     return s
 
 
-def rewards(
-    quality: np.ndarray,
-    diversity: np.ndarray,
-    class_ids: np.ndarray,
-    groups: Sequence[np.ndarray],
-    settings: Settings,
-) -> np.ndarray:
-    """Each group's `pkpo_rewards` of its quality."""
-    k, baseline = settings.keys["pkpo_k"], settings.keys["pkpo_baseline"]
-    return per_group(quality.size, groups, lambda rows: pkpo_rewards(quality[rows], k, baseline))
+def group_rewards(group: GroupBatch, settings: Settings) -> np.ndarray:
+    """A group's `pkpo_rewards` of its quality."""
+    return pkpo_rewards(group.quality, settings.keys["pkpo_k"], settings.keys["pkpo_baseline"])
 
 
 def config_problems(section: Mapping[str, Any]) -> list[str]:
@@ -107,7 +100,7 @@ def config_problems(section: Mapping[str, Any]) -> list[str]:
 METHOD = Method(
     "pkpo",
     "PKPO",
-    rewards,
+    each_group(group_rewards),
     keys=(
         Key("pkpo_k", 4, "method pkpo: the k of pass@k (maxg@k); at most the group size", ge=1),
         Key(

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from darling_nemo.methods.base import LOGPROBS, Key, Method, Settings, per_group
+from darling_nemo.methods.base import LOGPROBS, GroupBatch, Key, Method, Settings, each_group
 
 
 def likelihood_ranks(logprobs: Sequence[float]) -> np.ndarray:
@@ -53,28 +53,18 @@ def unlikeliness_rewards(
     return q * (1.0 - penalty * ranks / max(q.size, 1))
 
 
-def rewards(
-    quality: np.ndarray,
-    diversity: np.ndarray,
-    class_ids: np.ndarray,
-    groups: Sequence[np.ndarray],
-    settings: Settings,
-    logprobs: np.ndarray,
-) -> np.ndarray:
-    """Each group's `unlikeliness_rewards`."""
+def group_rewards(group: GroupBatch, settings: Settings) -> np.ndarray:
+    """A group's `unlikeliness_rewards`."""
     penalty = settings.keys["unlikeliness_penalty"]
     drop = settings.keys["unlikeliness_drop_uniform"]
-    return per_group(
-        quality.size,
-        groups,
-        lambda rows: unlikeliness_rewards(quality[rows], logprobs[rows], penalty, drop),
-    )
+    assert group.logprobs is not None  # declared in `inputs`: the core gives them
+    return unlikeliness_rewards(group.quality, group.logprobs, penalty, drop)
 
 
 METHOD = Method(
     "unlikeliness",
     "unlikeliness reward",
-    rewards,
+    each_group(group_rewards),
     keys=(
         Key(
             "unlikeliness_penalty",

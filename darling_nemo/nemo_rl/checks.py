@@ -13,12 +13,12 @@ from typing import Any
 from darling_nemo import methods
 from darling_nemo.core import Baseline, Diversity, JudgeRounds, PartitionScope
 from darling_nemo.judges.registry import judge_kind
-from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.schema import (
     ConfigError,
     DarlingConfig,
     config_problems,
     group_size_problem,
+    inputs_problem,
     validate_darling,
 )
 
@@ -193,11 +193,9 @@ def method_problems(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
             f"{method} needs {spec.needs}; env.reward_model.enabled=true scores with a reward "
             "model (graded, no final answer): use darling.method=darling"
         )
-    if EMBEDDINGS in spec.inputs and darling.judge.kind != "embedding":
-        problems.append(
-            f"{method} needs response embeddings: set darling.judge.kind=embedding "
-            f"({darling.judge.kind} gives none)"
-        )
+    missing = inputs_problem(darling, "darling")  # no task here gives embeddings of its own
+    if missing:
+        problems.append(missing)
     found, scaling = _lookup(cfg, "grpo.reward_scaling.enabled")
     if spec.binary_rewards and found and scaling:
         problems.append(

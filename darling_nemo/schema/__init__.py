@@ -19,7 +19,12 @@ from darling_nemo.schema.base import (
     validate_section,
 )
 from darling_nemo.schema.classifier import ClassifierServersConfig, ClassifierTrainConfig
-from darling_nemo.schema.darling import DarlingConfig, group_size_problem, validate_darling
+from darling_nemo.schema.darling import (
+    DarlingConfig,
+    group_size_problem,
+    inputs_problem,
+    validate_darling,
+)
 from darling_nemo.schema.judges import (
     PAIR_TEMPLATES,
     CrossEncoderJudgeConfig,
@@ -100,6 +105,7 @@ __all__ = [
     "config_problems",
     "format_validation_error",
     "group_size_problem",
+    "inputs_problem",
     "validate_darling",
     "validate_section",
 ]

@@ -97,6 +97,11 @@ def rebuild_models() -> None:
         model.model_rebuild(force=True)
 
 
+def union_members(builtins: tuple[type, ...]) -> tuple[type, ...]:
+    """The members `use_union_members` last gave the unions that hold `builtins`."""
+    return _unions.get(builtins, builtins)
+
+
 def _models_by_dependency() -> list[type[BaseModel]]:
     """Every Strict model defined so far, each after the models its fields hold."""
     ordered: dict[type[BaseModel], None] = {}

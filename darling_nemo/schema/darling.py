@@ -6,6 +6,7 @@ the planners. Defaults reproduce the reference code (facebookresearch/darling).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, create_model, model_validator
@@ -20,6 +21,7 @@ from darling_nemo.core import (
     PartitionScope,
     QualityShift,
 )
+from darling_nemo.methods.base import INPUT_WORDS, missing_inputs
 from darling_nemo.schema.base import (
     ConfigError,
     Strict,
@@ -27,7 +29,12 @@ from darling_nemo.schema.base import (
     import_configured_plugins,
     rebuild_models,
 )
-from darling_nemo.schema.judges import JudgeConfig, LexicalJudgeConfig
+from darling_nemo.schema.judges import (
+    JudgeConfig,
+    LexicalJudgeConfig,
+    judge_gives,
+    kinds_giving,
+)
 
 # The names `method` and `fusion` allow and the keys the methods declare, as the method
 # registry holds them now (darling_nemo/methods/); `_follow_registry` keeps them so.
@@ -97,6 +104,10 @@ class DarlingSection(Strict):
                 )
         if method.config_problems is not None:
             problems += method.config_problems(dict(self))
+        # With the lexical rules a task may bring its own judge (the dice task's, with
+        # embeddings): the engines' checks, which see the task, decide then.
+        if not isinstance(self.judge, LexicalJudgeConfig):
+            problems += [p for p in [inputs_problem(self, "")] if p]
         fusion = methods.fusion(self.fusion)
         fused = method.uses_fusion and self.enabled and fusion.normalised
         what = f"method={self.method}" if method.normalised else f"fusion={self.fusion}"
@@ -192,6 +203,23 @@ def group_size_problem(darling: DarlingSection, key: str, size_key: str, size: i
     return (
         f"{key}.{name}={getattr(darling, name)} is more than {size_key}={size}: {title} "
         f"needs {name} <= the responses per prompt"
+    )
+
+
+def inputs_problem(darling: DarlingSection, key: str, task_gives: Collection[str] = ()) -> str:
+    """Where neither the engines, the configured judge nor the task (`task_gives`) gives an
+    input `darling.method` declares (`Method.inputs`), the problem naming the keys under
+    `key` (the section's path; "" inside it); "" where the run gives them all."""
+    method = methods.method(darling.method)
+    missing = missing_inputs(method, judge_gives(darling.judge) | set(task_gives))
+    if not missing:
+        return ""
+    p = f"{key}." if key else ""
+    givers = kinds_giving(missing[0])
+    fix = f"set {p}judge.kind={' or '.join(givers)}" if givers else "no judge kind gives it"
+    return (
+        f"{p}method={darling.method} needs {INPUT_WORDS.get(missing[0], missing[0])}: {fix} "
+        f"({p}judge.kind={darling.judge.kind} gives none)"
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     Field,
@@ -19,8 +19,9 @@ from pydantic import (
     model_validator,
 )
 
+from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.resources import RESOURCES_DIR
-from darling_nemo.schema.base import Strict, use_union_members
+from darling_nemo.schema.base import Strict, union_members, use_union_members
 
 
 class LexicalJudgeConfig(Strict):
@@ -146,6 +147,9 @@ class EmbeddingJudgeConfig(_DerivedThreshold):
     """
 
     kind: Literal["embedding"] = "embedding"
+    # A method declaring these inputs (methods.base.Method.inputs) may run with this judge
+    # (`judge_gives`); the judge's `embed` gives them.
+    gives: ClassVar[frozenset[str]] = frozenset({EMBEDDINGS})
     model: str | None = None  # path or hub name; None: the shipped MiniLM
     head: Literal["calibrated", "cosine"] = "calibrated"
     # calibrated head: a calibration file; None: the shipped one (shipped MiniLM only)
@@ -333,6 +337,21 @@ BUILTIN_JUDGE_CONFIGS: tuple[type[Strict], ...] = (
 JudgeConfig = Annotated[Union[BUILTIN_JUDGE_CONFIGS], Field(discriminator="kind")]  # noqa: UP007
 """Any judge; the kinds registered beyond these (darling_nemo/judges/registry.py) join every
 field of this type through `use_judge_configs`."""
+
+
+def judge_gives(judge: Any) -> frozenset[str]:
+    """The method inputs a judge config's kind gives (its class's `gives`; none if unset), so
+    a method that needs one is refused at the config phase by what it declares."""
+    return frozenset(getattr(judge, "gives", frozenset()))
+
+
+def kinds_giving(name: str) -> list[str]:
+    """The registered judge kinds whose judges give the method input `name`."""
+    return [
+        str(config.model_fields["kind"].default)
+        for config in union_members(BUILTIN_JUDGE_CONFIGS)
+        if name in judge_gives(config)
+    ]
 
 
 def use_judge_configs(configs: tuple[type[Strict], ...]) -> None:

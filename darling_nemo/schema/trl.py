@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from darling_nemo import methods
 from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.schema.base import Strict, use_union_members
-from darling_nemo.schema.darling import DarlingConfig, group_size_problem
+from darling_nemo.schema.darling import DarlingConfig, group_size_problem, inputs_problem
 from darling_nemo.schema.judges import LexicalJudgeConfig
 
 
@@ -363,15 +363,10 @@ def check_method_fits(task: TaskSection, darling: DarlingConfig, group_size: int
             f"task.kind={task.kind} has graded scores and no final answer: use method darling"
             f"{also}"
         )
-    if (
-        EMBEDDINGS in method.inputs
-        and not type(task).own_embeddings
-        and darling.judge.kind != "embedding"
-    ):
-        raise ValueError(
-            f"{key}.method={darling.method} needs response embeddings: set "
-            f"{key}.judge.kind=embedding ({darling.judge.kind} gives none)"
-        )
+    # a task with its own embeddings (the dice task's) gives them whatever the judge
+    problem = inputs_problem(darling, key, {EMBEDDINGS} if type(task).own_embeddings else ())
+    if problem:
+        raise ValueError(problem)
     problem = group_size_problem(darling, key, "trainer.group_size", group_size)
     if problem:
         raise ValueError(problem)

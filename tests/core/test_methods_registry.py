@@ -32,8 +32,8 @@ import numpy as np
 from darling_nemo.methods.base import Key, Method
 
 
-def rewards(quality, diversity, class_ids, groups, settings):
-    return quality + settings.keys["toy_bonus"] * diversity
+def rewards(batch, settings):  # batch: a methods.base.GroupBatch
+    return batch.quality + settings.keys["toy_bonus"] * batch.diversity
 
 
 METHOD = Method(
@@ -112,7 +112,7 @@ def test_a_toy_method_is_one_module_and_one_registry_entry(tmp_path):
 
 def test_registering_after_the_schema_import_is_accepted():
     # this module imported the schema (validate_darling) before the registration
-    late = methods.Method("late", "late", lambda q, d, c, g, s: q)
+    late = methods.Method("late", "late", lambda batch, settings: batch.quality)
     with methods.registered_method(late):
         assert validate_darling({"method": "late"}).method == "late"
     assert "late" not in methods.method_names()

@@ -36,7 +36,7 @@ TRL_CONFIG = REPO / "conf" / "local" / "wildchat_trl.yaml"
 LATE_METHOD = methods.Method(
     "late",
     "late training",
-    lambda q, d, c, g, s: q,
+    lambda batch, settings: batch.quality,
     keys=(methods.Key("late_weight", 0.5, "method late: a weight", ge=0.0),),
 )
 
@@ -109,7 +109,10 @@ def test_a_method_registered_after_the_schema_import_is_accepted_then_refused():
 
 def test_a_method_whose_key_is_a_shared_key_is_refused_and_not_kept():
     clash = methods.Method(
-        "clash", "clash", lambda q, d, c, g, s: q, keys=(methods.Key("floor", 0.1, "x"),)
+        "clash",
+        "clash",
+        lambda batch, settings: batch.quality,
+        keys=(methods.Key("floor", 0.1, "x"),),
     )
     with pytest.raises(ValueError, match=r"method key\(s\) \['floor'\] are darling: keys"):
         methods.register_method(clash)
