@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 import numpy as np
 import pytest
 
-from darling_nemo.judges.registry import JudgeKind, registered
+from darling_nemo.judges.registry import JudgeKind, registered_judge_kind
 from darling_nemo.methods.base import (
     EMBEDDINGS,
     LOGPROBS,
@@ -79,7 +79,7 @@ class EmbeddingToyConfig(Strict):
 
 
 def test_a_registered_kind_that_gives_embeddings_serves_dqo():
-    with registered(JudgeKind(EmbeddingToyConfig, build=lambda cfg: None)) as entry:
+    with registered_judge_kind(JudgeKind(EmbeddingToyConfig, build=lambda cfg: None)) as entry:
         assert entry.gives == {EMBEDDINGS}
         assert kinds_giving(EMBEDDINGS) == ["embedding", "embedding_toy"]
         darling = validate_darling({"method": "dqo", "judge": {"kind": "embedding_toy"}})
