@@ -37,6 +37,7 @@ from darling_nemo.judges.calibrated import (
     error_rates,
     grouped_folds,
 )
+from darling_nemo.schema.judges import PARTITION_THRESHOLD
 
 GROUP_SIZE = 8
 THRESHOLDS = np.round(np.arange(0.30, 0.961, 0.02), 2)
@@ -124,10 +125,11 @@ def partition_errors(
 
 
 def operating_rows(
-    y: np.ndarray, scores: np.ndarray, shipped: float, groups: int, seed: int
+    y: np.ndarray, scores: np.ndarray, balanced: float, groups: int, seed: int
 ) -> list[str]:
     """Part 2's markdown rows: per threshold, the pair error rates and, per same-class share,
-    the diversity error; the least error per share is starred."""
+    the diversity error; the least error per share is starred, the default threshold and the
+    calibration file's balanced one are marked."""
     errors = [partition_errors(y, scores, share, groups, seed) for share in SAME_SHARES]
     best = [int(np.argmin(e["mae"])) for e in errors]
     rows = []
@@ -139,11 +141,26 @@ def operating_rows(
             for s, e in enumerate(errors)
         ]
         rows.append(
-            f"| {threshold:.2f}{' (shipped ~)' if abs(threshold - shipped) < 0.01 else ''} "
+            f"| {threshold:.2f}{marks(threshold, balanced)} "
             f"| {percent(rates['false_similar'])} | {percent(rates['false_different'])} "
             f"| {percent(balanced)} | " + " | ".join(cells) + " |"
         )
     return rows
+
+
+def marks(threshold: float, balanced: float) -> str:
+    """ " (default)" at the shipped default (the partition's), " (balanced ~)" near the
+    calibration file's threshold of balanced pairwise accuracy."""
+    if abs(threshold - PARTITION_THRESHOLD) < 1e-9:
+        return " (default)"
+    return " (balanced ~)" if abs(threshold - balanced) < 0.01 else ""
+
+
+def part_two_choice(y: np.ndarray, scores: np.ndarray, groups: int, seed: int) -> float:
+    """The threshold of least diversity error at the human pairs' own share of alike pairs
+    (the rule that chose PARTITION_THRESHOLD)."""
+    errors = partition_errors(y, scores, float(np.mean(y)), groups, seed)
+    return float(THRESHOLDS[int(np.argmin(errors["mae"]))])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -167,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from darling_nemo.judges.calibrate import SHIPPED_FILE
     from darling_nemo.judges.calibrated import CalibratedModel
 
-    shipped = CalibratedModel.load(SHIPPED_FILE).threshold
+    balanced = CalibratedModel.load(SHIPPED_FILE).threshold
     print(
         f"\n2. Threshold on the out-of-fold P(similar) by the partition: groups of {GROUP_SIZE}, "
         f"{args.groups} per share of same-class pairs (seed {args.seed}); each cell: mean "
@@ -176,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     shares = " | ".join(f"same share {s:g}" for s in SAME_SHARES)
     print(f"| threshold | false similar | false different | balanced accuracy | {shares} |")
     print("|---" * (4 + len(SAME_SHARES)) + "|")
-    print("\n".join(operating_rows(y, scores, shipped, args.groups, args.seed)))
+    print("\n".join(operating_rows(y, scores, balanced, args.groups, args.seed)))
 
 
 if __name__ == "__main__":

@@ -212,8 +212,8 @@ def test_a_typo_is_answered_with_the_closest_key_not_with_plus():
     # (the smoke config's judge is the embedding judge: its keys are listed)
     assert "+" not in str(err.value)
     assert (
-        "darling.judge has: batch_size, cache_size, calibration, device, head, kind, model, threshold"
-        in str(err.value)
+        "darling.judge has: batch_size, cache_size, calibration, device, head, kind, model, "
+        "operating_point, threshold" in str(err.value)
     )
     # NeMo-RL's own sections take keys no schema lists: there `+` is the way to add one
     with pytest.raises(ConfigError) as err:

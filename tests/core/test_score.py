@@ -165,8 +165,9 @@ def test_an_unreachable_classifier_server_is_one_clear_error(tmp_path, capsys):
 
 
 def test_the_docs_example_where_the_semantic_judge_decides(tmp_path):
-    """docs/core.md's cities example, as written there: the shipped MiniLM joins the two
-    Kyoto answers and keeps Amsterdam and Paris apart. All 6 pairs go to the judge: the
+    """docs/core.md's cities example, as written there: at the default operating point the
+    shipped MiniLM keeps all four answers apart; at the balanced one it joins the two Kyoto
+    answers and keeps Amsterdam and Paris apart. All 6 pairs go to the judge: the
     short-answer rule applies only when both responses have at most 5 words, and only
     "Paris" does."""
     import re
@@ -175,11 +176,14 @@ def test_the_docs_example_where_the_semantic_judge_decides(tmp_path):
     line = re.search(r"echo '(\{.*Kyoto.*\})' > cities.jsonl", doc).group(1)
     path = tmp_path / "cities.jsonl"
     path.write_text(line + "\n")
-    code, rows = run([str(path), "--judge", "embedding"])
-    assert code == 0
-    (row,) = rows
-    assert row["class_ids"] == [0, 0, 1, 2]
-    assert (row["pairs_judged"], row["pairs_total"], row["num_classes"]) == (6, 6, 3)
+    for extra, classes in [([], [0, 1, 2, 3]), (["operating_point=balanced"], [0, 0, 1, 2])]:
+        args = [str(path), "--judge", "embedding", *(a for x in extra for a in ("--judge-set", x))]
+        code, rows = run(args)
+        assert code == 0
+        (row,) = rows
+        assert row["class_ids"] == classes
+        expected = (6, 6, len(set(classes)))
+        assert (row["pairs_judged"], row["pairs_total"], row["num_classes"]) == expected
 
 
 def test_the_rivals_through_darling_score(tmp_path, capsys):

@@ -34,6 +34,7 @@ from darling_nemo.judges.calibrated import (
     word_features,
 )
 from darling_nemo.schema import ConfigError, EmbeddingJudgeConfig, validate_darling
+from darling_nemo.schema.judges import PARTITION_THRESHOLD
 
 pytestmark = HF_MODEL_MARKS
 
@@ -324,19 +325,22 @@ def test_the_judge_is_the_model_of_the_shipped_file(calibrated_judge):
 def test_the_shipped_judge_loads_offline_and_gives_its_recorded_figures(calibrated_judge):
     """The shipped judge (the MiniLM of the PyPI package, the shipped calibration; the
     suite runs with the model hub offline) on a fixed subset, the first 40 shipped pairs:
-    the recorded decisions' counts. Every P(similar) is at least 1e-3 from the threshold,
-    so float differences between CPUs (about 1e-6 in the embeddings) cannot move a decision:
-    the counts hold on any x86-64 CPU."""
+    the recorded decisions' counts at both operating points. Every P(similar) is at least
+    1e-3 from each threshold, so float differences between CPUs (about 1e-6 in the
+    embeddings) cannot move a decision: the counts hold on any x86-64 CPU."""
     rows = shipped_rows(40)
     p = np.array(calibrated_judge([(r["generation_0"], r["generation_1"]) for r in rows]))
     alike = np.array([r["similar"] == 1 for r in rows])
-    threshold = EmbeddingJudgeConfig().threshold
-    said = p > threshold
-    assert np.abs(p - threshold).min() > 1e-3
     assert (alike.sum(), (~alike).sum()) == (17, 23)
-    assert (said == alike).sum() == 31  # 77.5% right on these 40
-    assert (said & ~alike).sum() == 7  # false "similar": 7 of 23
-    assert (~said & alike).sum() == 2  # false "different": 2 of 17
+    recorded = {  # operating point: right of 40, false "similar" of 23, false "different" of 17
+        "partition": (28, 0, 12),  # the default, threshold 0.74
+        "balanced": (31, 7, 2),  # the calibration file's 0.516
+    }
+    for point, counts in recorded.items():
+        threshold = EmbeddingJudgeConfig(operating_point=point).threshold
+        said = p > threshold
+        assert np.abs(p - threshold).min() > 1e-3
+        assert ((said == alike).sum(), (said & ~alike).sum(), (~said & alike).sum()) == counts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,14 +350,16 @@ def test_the_shipped_judge_loads_offline_and_gives_its_recorded_figures(calibrat
 
 def test_the_embedding_judge_defaults_to_the_calibrated_head():
     cfg = judge_cfg(kind="embedding")
-    assert cfg.head == "calibrated" and cfg.threshold == SHIPPED["threshold"]
+    assert cfg.head == "calibrated" and cfg.threshold == PARTITION_THRESHOLD == 0.74
+    balanced = judge_cfg(kind="embedding", operating_point="balanced")
+    assert balanced.threshold == SHIPPED["threshold"]  # the file's, balanced accuracy
     dumped = cfg.model_dump(mode="json")
     assert dumped["threshold"] is None  # derived: a head override moves it
     assert validate_darling({"judge": {**dumped, "head": "cosine"}}).judge.threshold == 0.89
     assert judge_cfg(kind="embedding", head="cosine", threshold=0.8).threshold == 0.8
     # the served judge's fallback is the same config
     fallback = judge_cfg(kind="served", fallback={"kind": "embedding"}).fallback
-    assert fallback.head == "calibrated" and fallback.threshold == SHIPPED["threshold"]
+    assert fallback.head == "calibrated" and fallback.threshold == PARTITION_THRESHOLD
 
 
 def test_calibration_config_errors_name_the_key(tmp_path):

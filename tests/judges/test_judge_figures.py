@@ -103,27 +103,29 @@ def test_a_run_of_another_fold_is_refused(tmp_path):
 
 def test_the_start_up_figures_are_the_benchmarks_on_the_shipped_table():
     """The figures a run prints at start-up (judges/figures.py) are what the benchmarks
-    recompute from the shipped feature table (numpy only: the same on any machine)."""
+    recompute from the shipped feature table (numpy only: the same on any machine), and the
+    default threshold is the one part 2's rule picks."""
     from darling_nemo.judges.calibrated import classification_metrics
     from darling_nemo.judges.figures import SHIPPED
     from darling_nemo.schema import EmbeddingJudgeConfig
 
     y, _, scores, said = judge_operating_point.out_of_fold(0, 5)
-    x = TABLE[0]
-    cosine = x[:, calibrate.columns(["cos"])[0]]
-    for head, (p, decided) in {
-        "calibrated": (scores, said),
-        "cosine": (cosine, cosine > 0.89),
-    }.items():
-        figures = SHIPPED[head]
-        metrics = classification_metrics(p, y, decided)
+    assert judge_operating_point.part_two_choice(y, scores, 4000, 0) == 0.74
+    cosine = TABLE[0][:, calibrate.columns(["cos"])[0]]
+    decided = {
+        "calibrated_partition": (scores, scores > 0.74, {}),
+        "calibrated_balanced": (scores, said, {"operating_point": "balanced"}),
+        "cosine": (cosine, cosine > 0.89, {"head": "cosine"}),
+    }
+    for key, (p, decisions, config) in decided.items():
+        figures = SHIPPED[key]
+        metrics = classification_metrics(p, y, decisions)
         assert round(metrics["accuracy"], 3) == figures.accuracy
         assert round(metrics["balanced_accuracy"], 3) == figures.balanced_accuracy
-        rates = error_rates(y, decided)
+        rates = error_rates(y, decisions)
         assert rates["false_similar"] == pytest.approx(figures.false_similar, abs=1e-12)
         assert rates["false_different"] == pytest.approx(figures.false_different, abs=1e-12)
-        cfg = EmbeddingJudgeConfig(head=head)
-        assert round(cfg.threshold, 3) == figures.threshold
+        assert round(EmbeddingJudgeConfig(**config).threshold, 3) == figures.threshold
 
 
 def test_the_start_up_line_names_the_judge_and_its_figures_or_says_they_do_not_apply():
@@ -135,10 +137,13 @@ def test_the_start_up_line_names_the_judge_and_its_figures_or_says_they_do_not_a
 
     (line,) = lines({"kind": "embedding"})
     assert line.startswith("darling judge: embedding judge, calibrated head over the shipped ")
-    assert "threshold 0.516" in line and "out of fold (5 folds split by prompt)" in line
-    assert "false similar 28.2%, false different 29.7%" in line
-    (moved,) = lines({"kind": "embedding", "threshold": 0.74})
-    assert moved.endswith("at threshold 0.516 only (this run's differs)")
+    assert "(operating point: partition), threshold 0.740" in line
+    assert "false similar 5.2%, false different 72.5%" in line
+    assert "training diversity on the routes task at these rates 0.80 (exact judge 0.83)" in line
+    (balanced,) = lines({"kind": "embedding", "operating_point": "balanced"})
+    assert "threshold 0.516" in balanced and "false similar 28.2%" in balanced
+    (moved,) = lines({"kind": "embedding", "threshold": 0.6})
+    assert moved.endswith("at threshold 0.74 only (this run's differs)")
     assert "false similar" not in moved
     assert lines({"kind": "embedding", "head": "cosine", "model": "/m"}) == []  # not shipped
     served = {"kind": "served", "endpoints": ["http://127.0.0.1:1"], "fallback": {}}
