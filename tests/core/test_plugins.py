@@ -78,7 +78,33 @@ class FirstWord:
 register_judge_kind(JudgeKind(FirstWordConfig, build=FirstWord))
 """
 
-PLUGINS = {"plugin_words_task": TOY_TASK, "first_word_judge": TOY_JUDGE}
+TOY_METHOD = """
+from darling_nemo.methods import register_method
+from darling_nemo.methods.base import Key, Method, each_group
+
+calls = []
+
+
+def group_rewards(group, settings):
+    calls.append(len(group.quality))
+    return group.quality * (1.0 + settings.keys["bonus"] * group.diversity)
+
+
+register_method(
+    Method(
+        "diverse_bonus",
+        "quality times (1 + bonus x diversity)",
+        each_group(group_rewards),
+        keys=(Key("bonus", 0.5, "method diverse_bonus: the diversity bonus", ge=0.0),),
+    )
+)
+"""
+
+PLUGINS = {
+    "plugin_words_task": TOY_TASK,
+    "first_word_judge": TOY_JUDGE,
+    "diverse_bonus_method": TOY_METHOD,
+}
 
 
 @pytest.fixture
@@ -96,6 +122,8 @@ def mine(tmp_path: Path):
         tasks.unregister_task("plugin_words")
     if "first_word" in judge_kind_names():
         unregister_judge_kind("first_word")
+    if "diverse_bonus" in methods.method_names():
+        methods.unregister_method("diverse_bonus")
     while str(folder.resolve()) in sys.path:
         sys.path.remove(str(folder.resolve()))
 
@@ -122,6 +150,8 @@ def trl_config(mine: Path, out: Path) -> Path:
             "plugins": list(PLUGINS),
             "plugin_path": [str(mine)],
             "judge": {"kind": "first_word"},
+            "method": "diverse_bonus",
+            "bonus": 0.25,
         },
     }
     path = mine / "run.yaml"
@@ -129,7 +159,7 @@ def trl_config(mine: Path, out: Path) -> Path:
     return path
 
 
-def test_a_task_and_a_judge_from_your_folder_train_two_steps_then_leave(mine, tmp_path):
+def test_a_task_method_and_judge_from_your_folder_train_two_steps_then_leave(mine, tmp_path):
     out = tmp_path / "run"
     config = trl_config(mine, out)
     assert recipe_main("darling_task")(["--config", str(config)]) == 0
@@ -137,20 +167,27 @@ def test_a_task_and_a_judge_from_your_folder_train_two_steps_then_leave(mine, tm
     assert [r["step"] for r in train] == [1, 2]
     assert all(r["darling/judge_calls"] > 0 for r in train)  # the plugin's judge was asked
     assert sys.modules["first_word_judge"].FirstWord.pairs_seen > 0
+    assert sys.modules["diverse_bonus_method"].calls[:2] == [4, 4]  # once per group of 4
+    saved = yaml.safe_load((out / "config.yaml").read_text())["darling"]
+    assert (saved["method"], saved["bonus"]) == ("diverse_bonus", 0.25)
     assert "plugin_words" in tasks.task_names() and "first_word" in judge_kind_names()
     tasks.unregister_task("plugin_words")
     unregister_judge_kind("first_word")
+    methods.unregister_method("diverse_bonus")
     with pytest.raises(ConfigError, match=r"darling\.judge\.kind: 'first_word' is not one of"):
         validate_darling({"judge": {"kind": "first_word"}})
+    with pytest.raises(ConfigError, match=r"darling\.method: 'diverse_bonus' is not one of"):
+        validate_darling({"method": "diverse_bonus"})
 
 
 def test_a_nemo_rl_config_checks_with_your_judge_and_a_bad_plugin_is_one_line(mine, capsys):
     plugins = [f"darling.plugins=[{', '.join(PLUGINS)}]", f"darling.plugin_path=[{mine}]"]
     args = ["--config", str(REPO / "conf/math_qwen3_4b_darling.yaml"), "--dry-run", *plugins]
-    code = recipe_main("darling_math")([*args, "darling.judge={kind: first_word}"])
-    assert code == 0
+    yours = ["darling.judge={kind: first_word}", "darling.method=diverse_bonus"]
+    assert recipe_main("darling_math")([*args, *yours]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["darling"]["judge"] == {"kind": "first_word"}
+    assert printed["darling"]["method"] == "diverse_bonus"
     assert printed["darling"]["plugins"] == list(PLUGINS)
     assert recipe_main("darling_math")([*args[:3], "darling.plugins=[no_such_plugin]"]) == 2
     said = capsys.readouterr().err.strip().splitlines()
@@ -158,4 +195,3 @@ def test_a_nemo_rl_config_checks_with_your_judge_and_a_bad_plugin_is_one_line(mi
         f"darling_math: {args[1]}: darling.plugins[0]: cannot import 'no_such_plugin' "
         "(searched first in .): ModuleNotFoundError: No module named 'no_such_plugin'"
     ), said
-    assert "plugin_words" not in methods.method_names()
