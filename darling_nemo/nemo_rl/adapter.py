@@ -73,7 +73,7 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     RolloutRows,
     prompt_and_response,
 )
-from darling_nemo.nemo_rl.user_env import answers_of, metrics_of
+from darling_nemo.nemo_rl.user_env import answers_of, metrics_of, rendered_and_cut
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
@@ -317,15 +317,7 @@ def chat_prompt_processor(
     if task_data_spec.system_prompt:
         messages.append({"role": "system", "content": task_data_spec.system_prompt})
     messages.append({"role": "user", "content": prompt})
-    text = tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True, add_special_tokens=False
-    )
-    token_ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
-    loss_multiplier = 1.0
-    length = len(token_ids)
-    if max_seq_length is not None and length > max_seq_length:
-        token_ids = token_ids[: min(4, max_seq_length)]
-        loss_multiplier = 0.0
+    _, token_ids, length, loss_multiplier = rendered_and_cut(tokenizer, messages, max_seq_length)
     # One message carries the whole rendered prompt (system turn included), so the token ids
     # match what generation sees; the reward model gets the raw user prompt.
     user = {"role": "user", "content": prompt, "token_ids": token_ids}

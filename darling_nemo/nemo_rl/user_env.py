@@ -67,6 +67,24 @@ def dataset_rows(task: RewardFuncsTaskConfig) -> list[dict[str, Any]]:
     return rows
 
 
+def rendered_and_cut(
+    tokenizer: Any, messages: list[dict[str, Any]], max_seq_length: int | None
+) -> tuple[str, Any, int, float]:
+    """(text, token ids, length, loss multiplier) of a prompt's messages rendered with the
+    policy's chat template and a generation prompt; past `max_seq_length` tokens the ids are
+    cut to a few and the loss multiplier is 0, as NeMo-RL's own processors do."""
+    text = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, add_special_tokens=False
+    )
+    token_ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
+    loss_multiplier = 1.0
+    length = len(token_ids)
+    if max_seq_length is not None and length > max_seq_length:
+        token_ids = token_ids[: min(4, max_seq_length)]
+        loss_multiplier = 0.0
+    return text, token_ids, length, loss_multiplier
+
+
 def reward_funcs_processor(
     datum_dict: dict[str, Any],
     task_data_spec: Any,
@@ -82,15 +100,7 @@ def reward_funcs_processor(
     messages = list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     if task_data_spec.system_prompt and messages[0].get("role") != "system":
         messages.insert(0, {"role": "system", "content": task_data_spec.system_prompt})
-    text = tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True, add_special_tokens=False
-    )
-    token_ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
-    loss_multiplier = 1.0
-    length = len(token_ids)
-    if max_seq_length is not None and length > max_seq_length:
-        token_ids = token_ids[: min(4, max_seq_length)]
-        loss_multiplier = 0.0
+    text, token_ids, length, loss_multiplier = rendered_and_cut(tokenizer, messages, max_seq_length)
     return {
         "message_log": [{"role": "user", "content": text, "token_ids": token_ids}],
         "length": length,

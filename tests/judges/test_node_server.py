@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ from darling_nemo.judges.node_server import (
     start_node_judge,
     visible_gpu_count,
 )
+from darling_nemo.ports import free_port
 from darling_nemo.schema import (
     ConfigError,
     EmbeddingJudgeConfig,
@@ -38,17 +38,6 @@ from darling_nemo.schema import (
 
 SERVER = Path(__file__).with_name("health_server.py")
 ONE_NODE = ["wildchat_qwen3_1p7b_1node_darling.yaml", "math_qwen3_1p7b_1node_darling.yaml"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def served_by_a_test_server(port: int) -> bool:
