@@ -1,6 +1,7 @@
 """The calibrated embedding judge beside today's MiniLM cosine, on the shipped human pairs.
 
     python -m darling_nemo.bench.calibrated_judge [--folds 5] [--seed 0] [--speed-pairs 100]
+        [--speed-model PATH]
 
 Every figure is on the 1,000 NoveltyBench human judgements shipped in
 darling_nemo/resources/noveltybench_similarity_train.jsonl (327 similar), read from the
@@ -16,7 +17,9 @@ shipped feature table (`python -m darling_nemo.judges.calibrate --recompute` mak
    its 200 held-out pairs (the pairs of the README's former 78% figure).
 3. Speed (`--speed-pairs`, 0 to skip): ms per pair of each head with the real MiniLM on this
    machine's CPU, for pairs of two new responses each and for a group of 8 responses judged
-   all-pairs (28 pairs, 8 embeddings), and the count of texts embedded.
+   all-pairs (28 pairs, 8 embeddings), and the count of texts embedded. `--speed-model PATH`
+   adds a row for another sentence-transformers encoder (say a fine-tuned MiniLM, judge_cv)
+   with the cosine head, timed in the same run.
 """
 
 from __future__ import annotations
@@ -128,8 +131,8 @@ def split_rows(x: np.ndarray, y: np.ndarray, held: np.ndarray) -> list[str]:
     return rows
 
 
-def speed_rows(n_pairs: int) -> list[str]:
-    """Part 3's markdown rows: both heads on the real shipped MiniLM."""
+def speed_rows(n_pairs: int, model: str | None = None) -> list[str]:
+    """Part 3's markdown rows: both heads on the real shipped MiniLM (and `model`'s cosine)."""
     from darling_nemo.judges.embedding import EmbeddingJudge
     from darling_nemo.schema import EmbeddingJudgeConfig
 
@@ -138,8 +141,14 @@ def speed_rows(n_pairs: int) -> list[str]:
     group = [t for pair in pairs[-4:] for t in pair]  # 8 responses: 4 prompts' two answers
     group_pairs = [(group[i], group[j]) for i in range(8) for j in range(i + 1, 8)]
     rows = []
-    for head in ("cosine", "calibrated"):
-        cfg = EmbeddingJudgeConfig(head=head, device="cpu")
+    judges = [
+        (head, EmbeddingJudgeConfig(head=head, device="cpu")) for head in ("cosine", "calibrated")
+    ]
+    if model is not None:
+        judges.append(
+            (f"cosine, {model}", EmbeddingJudgeConfig(model=model, head="cosine", device="cpu"))
+        )
+    for head, cfg in judges:
         judge = EmbeddingJudge(cfg)
         judge([("warm up the model once", "so that loading is not timed")])
         cold = _timed(judge, pairs[:-4])
@@ -169,6 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--speed-pairs", type=int, default=100)
+    parser.add_argument("--speed-model", help="another encoder to time (cosine head)")
     args = parser.parse_args(argv)
 
     x, y, groups, rows = read_feature_table(args.table)
@@ -202,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
             "| head | ms per pair, new responses | ms per pair, group of 8 | ms per pair, cached |"
         )
         print("|---|---|---|---|")
-        print("\n".join(speed_rows(args.speed_pairs)))
+        print("\n".join(speed_rows(args.speed_pairs, args.speed_model)))
 
 
 if __name__ == "__main__":

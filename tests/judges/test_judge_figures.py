@@ -150,3 +150,27 @@ def test_the_start_up_line_names_the_judge_and_its_figures_or_says_they_do_not_a
     (fallback,) = lines({**served, "fallback": {"kind": "embedding"}})
     assert fallback.startswith("darling judge's fallback (if the servers fail): embedding")
     assert judge_startup_lines(None) == []
+
+
+def test_the_speed_part_times_another_encoder_beside_the_heads(monkeypatch, tmp_path):
+    from darling_nemo.bench import calibrated_judge
+    from darling_nemo.judges import embedding
+
+    built = []
+
+    class Timed:  # stands in for the real MiniLM: counts the texts a call would embed
+        def __init__(self, cfg):
+            built.append((cfg.head, cfg.model))
+            self.texts_embedded, self.seen = 0, set()
+
+        def __call__(self, pairs):
+            new = {t for pair in pairs for t in pair} - self.seen
+            self.seen |= new
+            self.texts_embedded += len(new)
+            return [0.5] * len(pairs)
+
+    monkeypatch.setattr(embedding, "EmbeddingJudge", Timed)
+    rows = calibrated_judge.speed_rows(20, str(tmp_path))
+    assert built == [("cosine", None), ("calibrated", None), ("cosine", str(tmp_path))]
+    assert len(rows) == 3 and rows[2].startswith(f"| cosine, {tmp_path} |")
+    assert all("(8 texts embedded)" in row for row in rows)
