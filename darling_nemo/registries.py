@@ -50,8 +50,10 @@ def import_plugins(darling: object) -> list[str]:
     if not isinstance(darling, dict) or not darling.get("plugins"):
         return []
     modules, folders = darling["plugins"], darling.get("plugin_path", ["."])
-    if not all(isinstance(x, str) for x in [*modules, *folders]):
-        raise PluginError("darling.plugins / darling.plugin_path: lists of strings expected")
+    for key, value in (("plugins", modules), ("plugin_path", folders)):
+        # a bare string would be read a character at a time, each taken for a module
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise PluginError(f"darling.{key}: a list of strings expected, got {value!r}")
     for folder in reversed(folders):
         where = str(Path(folder).resolve())
         if where not in sys.path:

@@ -76,6 +76,14 @@ def shipped_figures(judge: Any) -> JudgeFigures | None:
     return SHIPPED[f"calibrated_{judge.operating_point}"]
 
 
+def say_judge_figures(darling: Any) -> None:
+    """Print, as a run starts on either engine, the measured figures of the judge the
+    `darling:` section calls (nothing where it calls none, or none are known)."""
+    if darling.calls_judge:
+        for line in judge_startup_lines(darling.judge):
+            print(line, flush=True)
+
+
 def judge_startup_lines(judge: Any) -> list[str]:
     """What a run prints at start-up about `judge` (a darling.judge section, or None): the
     measured figures of it and of its fallback, where they are shipped CPU judges."""

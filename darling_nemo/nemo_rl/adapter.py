@@ -49,7 +49,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.judges.figures import judge_startup_lines
+from darling_nemo.judges.figures import say_judge_figures
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
 from darling_nemo.nemo_rl.judging_plan import (  # noqa: F401 (OVERLAP_ON: re-exported)
@@ -431,9 +431,7 @@ def start(cfg: dict[str, Any], darling: DarlingConfig | None = None) -> tuple[di
     if darling is None:
         darling = validate_nemo_rl_config(cfg)
     check_data_paths(cfg)
-    if darling.calls_judge:
-        for line in judge_startup_lines(darling.judge):
-            print(line, flush=True)
+    say_judge_figures(darling)
     probe = judge_kind(darling.judge).probe
     if darling.calls_judge and probe is not None:  # a wrong URL fails now
         print(f"darling.judge: {probe(darling.judge)}", flush=True)

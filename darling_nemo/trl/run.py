@@ -32,7 +32,7 @@ from darling_nemo.config import (
     save_config,
 )
 from darling_nemo.interrupt import interrupt_reported, stop_if_interrupted
-from darling_nemo.judges.figures import judge_startup_lines
+from darling_nemo.judges.figures import say_judge_figures
 from darling_nemo.judges.registry import check_judge_models, judge_kind
 from darling_nemo.manifest import check, write_manifest
 from darling_nemo.resume import changed_settings, write_json
@@ -469,9 +469,7 @@ def probe_judge(run_cfg: TrlRunConfig) -> None:
     """A served judge answers before the run starts (as on the NeMo-RL path): an unreachable
     or wrong endpoint is a ConfigError naming darling.judge.endpoints[i] and its URL."""
     judge = run_cfg.darling.judge
-    if run_cfg.darling.calls_judge:
-        for line in judge_startup_lines(judge):
-            print(line, flush=True)
+    say_judge_figures(run_cfg.darling)
     probe = judge_kind(judge).probe
     if not (run_cfg.darling.calls_judge and probe is not None):
         return

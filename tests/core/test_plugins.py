@@ -195,3 +195,12 @@ def test_a_nemo_rl_config_checks_with_your_judge_and_a_bad_plugin_is_one_line(mi
         f"darling_math: {args[1]}: darling.plugins[0]: cannot import 'no_such_plugin' "
         "(searched first in .): ModuleNotFoundError: No module named 'no_such_plugin'"
     ), said
+
+
+def test_plugins_given_as_a_string_are_refused_naming_the_key():
+    """A bare string would be read a character at a time, each taken for a module."""
+    with pytest.raises(ConfigError) as err:
+        validate_darling({"plugins": "my_judge"})
+    assert str(err.value) == "darling.plugins: a list of strings expected, got 'my_judge'"
+    with pytest.raises(ConfigError, match=r"^darling\.plugin_path: a list of strings"):
+        validate_darling({"plugins": ["my_judge"], "plugin_path": "."})
