@@ -35,17 +35,8 @@ import torch
 
 from darling_nemo.config import check_output_dir, exits_on_config_error, load_config, save_config
 from darling_nemo.manifest import check, damaged_words, write_manifest
+from darling_nemo.mini import report
 from darling_nemo.mini.plots import figure_title, plot_curves, plot_pass_at_k
-from darling_nemo.mini.report import (
-    WARM_START_ROW,
-    WallTime,
-    arm_summary,
-    differences,
-    format_table,
-    gains_by_judge_accuracy,
-    mean_and_std,
-    wall_time_note,
-)
 from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
 from darling_nemo.mini.warm_start import MiniatureTask, warm_start
 from darling_nemo.resume import changed_settings, write_json
@@ -116,7 +107,7 @@ def train_and_report(
 ) -> dict:
     """Steps 3-5 of `main`, holding the output folder's run lock."""
     save_config(raw, out / "config.yaml")
-    wall = WallTime(out, started)  # this invocation's seconds add to what earlier ones spent
+    wall = report.WallTime(out, started)  # this invocation's seconds add to what earlier ones spent
 
     per_arm: dict[str, dict[int, dict[str, float]]] = {name: {} for name in cfg.arms}
     # One seed at a time, or every seed's warm start first when arm runs go to workers.
@@ -132,7 +123,7 @@ def train_and_report(
         # 4. One TRL run per arm: same seed, policy, task, trainer and evaluation settings.
         for seed, name in run_arms(cfg, [(seed, name) for seed in batch for name in cfg.arms]):
             run_dir = out / f"seed-{seed}" / name
-            per_arm[name][seed] = arm_summary(run_dir, cfg.evaluation.pass_at_k)
+            per_arm[name][seed] = report.arm_summary(run_dir, cfg.evaluation.pass_at_k)
             wall.save(time.perf_counter())
     per_arm = {name: {seed: per_arm[name][seed] for seed in cfg.seeds} for name in cfg.arms}
     warm: dict[int, dict[str, float]] = {}
@@ -142,7 +133,7 @@ def train_and_report(
 
     # 5. Report: mean ± std over seeds (printed and saved), per-seed differences, figures.
     seconds = wall.save(time.perf_counter())
-    note = wall_time_note(
+    note = report.wall_time_note(
         seconds["wall_seconds"], seconds["wall_seconds_this_run"], wall.earlier_runs
     )
     write_report(cfg, out, mini_task, per_arm, warm, seconds, note)
@@ -236,11 +227,13 @@ def write_report(
         "distinct_all",
         *strata,
     ]
-    rows = {WARM_START_ROW: {m: mean_and_std(warm, m) for m in metrics}}
+    rows = {report.WARM_START_ROW: {m: report.mean_and_std(warm, m) for m in metrics}}
     for name, per_seed in per_arm.items():
-        rows[name] = {m: mean_and_std(per_seed, m) for m in [*metrics, "train_diversity_mean"]}
-    table = format_table(rows, [*metrics, "train_diversity_mean"])
-    gaps = differences(per_arm, cfg.differences)
+        rows[name] = {
+            m: report.mean_and_std(per_seed, m) for m in [*metrics, "train_diversity_mean"]
+        }
+    table = report.format_table(rows, [*metrics, "train_diversity_mean"])
+    gaps = report.differences(per_arm, cfg.differences)
     if cfg.judge_accuracy:  # the judge sweep: the gains again, by the judge's accuracy
         accuracy = {
             name: cfg.arm_task(name).judge_accuracy if asks_judge(darling) else None
@@ -250,7 +243,7 @@ def write_report(
             "",
             "Gain by the training judge's accuracy (evaluation counts answers exactly):",
             "",
-            gains_by_judge_accuracy(per_arm, accuracy, cfg.differences),
+            report.gains_by_judge_accuracy(per_arm, accuracy, cfg.differences),
         ]
     conditions = run_conditions()  # after training: the thread count the runs really used
     note = (

@@ -234,6 +234,15 @@ def one_trl_step(
     return trainer, reward, [str(w.message) for w in caught if w.category is FutureWarning]
 
 
+def needs_vllm_sources() -> pytest.MarkDecorator:
+    """Skips a test unless vLLM 0.10.0's sources sit beside this environment
+    (containers/vllm_contract_env.sh; .ci/run installs them), saying why."""
+    from darling_nemo.rehearsal.contract_vllm import sources
+
+    found, why = sources()
+    return pytest.mark.skipif(found is None, reason=why)
+
+
 def verdicts_of_every_config(
     check_many: Any, cases: list[tuple[str, list[str], str]]
 ) -> list[tuple[str, str]]:

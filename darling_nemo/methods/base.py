@@ -44,12 +44,25 @@ EMBEDDINGS = "embeddings"
 """Input: each response's embedding, one row each, from a judge with an `embed` method (the
 embedding judge, or the miniature's multiset judge)."""
 
+ANSWERS = "answers"
+"""Input: each response's final answer, compared by the task's answer judge: the batch's
+`class_ids` are then classes of final answers (only exact duplicates decided without the
+judge), not of whole responses by `darling.judge`. The task gives them; which tasks can is
+checked with the task (`Method.needs`)."""
+
+TASK_INPUTS = frozenset({ANSWERS})
+"""The inputs a task gives (its final answers), checked against the task, not the judge."""
+
 ENGINE_INPUTS = frozenset({LOGPROBS})
 """The inputs the engines (and darling-score, from its file) give a method that declares
 them; any other declared input must come from the configured judge (what its config class
 declares in `gives`), checked at the config phase by `missing_inputs`."""
 
-INPUT_WORDS = {LOGPROBS: "each response's log-probability", EMBEDDINGS: "response embeddings"}
+INPUT_WORDS = {
+    LOGPROBS: "each response's log-probability",
+    EMBEDDINGS: "response embeddings",
+    ANSWERS: "final answers",
+}
 """How messages name an input (one not listed is named as it is declared)."""
 
 
@@ -58,7 +71,7 @@ class GroupBatch:
     """What a method reads: one batch of responses, or one group of it (`group`).
 
     quality, diversity, class_ids: one value per response (class ids are of meaning, or of
-    final answers for a method with `answer_classes`); groups: each group's rows. The
+    final answers for a method that declares `ANSWERS`); groups: each group's rows. The
     optional inputs are given exactly when the method declares them in `Method.inputs`.
     """
 
@@ -135,9 +148,6 @@ class Method:
     keys: tuple[Key, ...] = ()
     # Whether `darling.fusion` and `darling.enabled` apply (only DARLING fuses).
     uses_fusion: bool = False
-    # Each group is cut into classes of final answers by the task's answer judge (only exact
-    # duplicates decided without it), not by darling.judge over whole responses.
-    answer_classes: bool = False
     # Its rewards are normalised advantages already: normalize_std and a leave-one-out
     # baseline are refused.
     normalised: bool = False
@@ -153,16 +163,28 @@ class Method:
     check_quality: Callable[[np.ndarray], None] | None = None
     # The section's values (key -> value) -> problems naming the keys, one line each.
     config_problems: Callable[[Mapping[str, Any]], list[str]] | None = None
-    # The optional inputs its `GroupBatch` must carry (LOGPROBS, EMBEDDINGS): a config whose
-    # engine and judge do not give one is refused (`missing_inputs`), and `method_inputs`
-    # gathers them for each batch.
+    # The optional inputs its `GroupBatch` must carry (LOGPROBS, EMBEDDINGS, ANSWERS): a
+    # config whose engine, judge or task does not give one is refused (`missing_inputs`),
+    # and `method_inputs` gathers them for each batch.
     inputs: tuple[str, ...] = ()
+
+    @property
+    def answer_classes(self) -> bool:
+        """Each group is cut into classes of final answers (it declares `ANSWERS`)."""
+        return ANSWERS in self.inputs
+
+    @property
+    def task_needs(self) -> str:
+        """What the task must give beyond a score, in words ("" = any reward): `needs`, or
+        final answers where it declares `ANSWERS`."""
+        return self.needs or (INPUT_WORDS[ANSWERS] if self.answer_classes else "")
 
 
 def missing_inputs(method: Method, judge_gives: Collection[str]) -> list[str]:
-    """The inputs `method` declares that neither the engines (`ENGINE_INPUTS`) nor a judge
-    giving `judge_gives` gives (empty: the run gives them all)."""
-    given = ENGINE_INPUTS | set(judge_gives)
+    """The inputs `method` declares that neither the engines (`ENGINE_INPUTS`), the task
+    (`TASK_INPUTS`, checked with the task) nor a judge giving `judge_gives` gives (empty: the
+    run gives them all)."""
+    given = ENGINE_INPUTS | TASK_INPUTS | set(judge_gives)
     return [name for name in method.inputs if name not in given]
 
 

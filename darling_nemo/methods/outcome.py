@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from darling_nemo.methods.base import GroupBatch, Key, Method, Settings, each_group
+from darling_nemo.methods.base import ANSWERS, GroupBatch, Key, Method, Settings, each_group
 
 
 def outcome_penalty(answer_ids: Sequence[int], coef: float) -> np.ndarray:
@@ -71,7 +71,7 @@ METHOD = Method(
     # paper's per-response term, placed before the group baseline and with an untuned
     # coefficient (outcome_penalty says how it differs from the paper).
     keys=(Key("outcome_coef", 0.5, "method outcome: the penalty per repeat, over n", ge=0.0),),
-    answer_classes=True,
+    inputs=(ANSWERS,),  # each group's classes are its final answers'
     needs="final answers",
     needs_detail=" to compare",
     config_problems=config_problems,

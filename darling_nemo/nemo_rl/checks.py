@@ -188,9 +188,9 @@ def method_problems(cfg: dict[str, Any], darling: DarlingConfig) -> list[str]:
     problems = []
     method = f"darling.method={darling.method}"
     found, reward_model = _lookup(cfg, "env.reward_model.enabled")
-    if spec.needs and found and reward_model:
+    if spec.task_needs and found and reward_model:
         problems.append(
-            f"{method} needs {spec.needs}; env.reward_model.enabled=true scores with a reward "
+            f"{method} needs {spec.task_needs}; env.reward_model.enabled=true scores with a reward "
             "model (graded, no final answer): use darling.method=darling"
         )
     missing = inputs_problem(darling, "darling")  # no task here gives embeddings of its own

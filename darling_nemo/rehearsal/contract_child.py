@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ class ContractError(Exception):
 
 
 def _cache_file(kind: str, job: dict[str, Any], paths: list[str], code: Sequence[Path]) -> Path:
-    hashes = [hashlib.sha256(file.read_bytes()).hexdigest() for file in code]
+    # this module's code too: the child's loop and verdict shapes live here
+    hashes = [hashlib.sha256(file.read_bytes()).hexdigest() for file in [*code, Path(__file__)]]
     key = json.dumps([job, paths, hashes], sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     return Path(sys.prefix) / "contract-cache" / f"{kind}-{digest}.txt"
@@ -92,3 +93,60 @@ def phase_line(verdict: str) -> str:
     if verdict.startswith("FAIL "):
         raise ContractError(verdict.removeprefix("FAIL "))
     return verdict
+
+
+def phase(
+    cfg: dict[str, Any],
+    skipped: str | None,
+    sources: Callable[[], tuple[Any, str]],
+    check_many: Callable[[list[dict[str, Any]]], list[str]],
+) -> str:
+    """A contract's phase as the rehearsal prints it: 'PASS (...)' or 'SKIPPED (why)' (why:
+    `skipped`, or the library sources `sources` did not find); raises ContractError naming
+    the key on a failure."""
+    if skipped is not None:
+        return f"SKIPPED ({skipped})"
+    found, why = sources()
+    if found is None:
+        return f"SKIPPED ({why})"
+    (verdict,) = check_many([cfg])
+    return phase_line(verdict)
+
+
+# ------------------------------------------------------------------------ the child's side
+
+
+def check_jobs(argv: list[str], prefix: str, check: Callable[[dict[str, Any], Path], str]) -> int:
+    """The child's loop: each job of the file `argv[0]` names checked in a folder of its own
+    under one temporary folder, and its verdict reported."""
+    jobs = json.loads(Path(argv[0]).read_text())
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for index, one in enumerate(jobs):
+            report(index, check(one, Path(tmp) / str(index)))
+    return 0
+
+
+def model_folder(workdir: Path, hf_config: dict[str, Any]) -> Path:
+    """A model folder holding `hf_config` as its config.json and nothing else (no weights)."""
+    folder = workdir / "model"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(hf_config))
+    return folder
+
+
+def stopped_at(
+    call: Callable[[], object],
+    stop: type[BaseException],
+    name_the_key: Callable[[BaseException], str],
+    where: str,
+) -> str | None:
+    """None where `call` reached the stand-in at `where`, which raises `stop`: everything
+    before it passed. Else the FAIL verdict: the refusal named by its key, or the worker
+    returning early."""
+    try:
+        call()
+    except stop:
+        return None
+    except Exception as err:  # any refusal of the configuration is the verdict
+        return "FAIL " + name_the_key(err)
+    return f"FAIL the worker returned without reaching {where} (changed NeMo-RL?)"

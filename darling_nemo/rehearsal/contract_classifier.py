@@ -32,13 +32,18 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 import types
 from pathlib import Path
 from typing import Any
 
 from darling_nemo.plan import resolve_architecture
-from darling_nemo.rehearsal.contract_child import ContractError, checked, phase_line, report
+from darling_nemo.rehearsal.contract_child import (
+    ContractError,
+    check_jobs,
+    checked,
+    model_folder,
+    phase,
+)
 from darling_nemo.schema import PAIR_TEMPLATES, ClassifierServersConfig, ServedJudgeConfig
 from darling_nemo.schema.darling import validate_darling
 
@@ -160,13 +165,8 @@ def run(cfg: dict[str, Any]) -> str:
     ContractError naming the key on a failure."""
     from darling_nemo.rehearsal.contract_vllm import sources
 
-    if isinstance(one := job(cfg), str):
-        return f"SKIPPED ({one})"
-    found, why = sources()
-    if found is None:
-        return f"SKIPPED ({why})"
-    (verdict,) = check_many([cfg])
-    return phase_line(verdict)
+    one = job(cfg)
+    return phase(cfg, one if isinstance(one, str) else None, sources, check_many)
 
 
 # ------------------------------------------------------------------------ the child's side
@@ -235,9 +235,7 @@ def _check_one(one: dict[str, Any], workdir: Path) -> str:
     from vllm.usage.usage_lib import UsageContext
     from vllm.utils import FlexibleArgumentParser
 
-    model_dir = workdir / "model"
-    model_dir.mkdir(parents=True)
-    (model_dir / "config.json").write_text(json.dumps(one["hf_config"]))
+    model_dir = model_folder(workdir, one["hf_config"])
     args_key = one["command_key"]
     parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
@@ -364,13 +362,9 @@ def prefix_caching(one: dict[str, Any], config: Any, args_key: str) -> str:
 def main(argv: list[str]) -> int:
     from darling_nemo.rehearsal.contract_vllm import gpu_stand_ins
 
-    jobs = json.loads(Path(argv[0]).read_text())
     gpu_stand_ins()
     _model_stand_ins()
-    with tempfile.TemporaryDirectory(prefix="darling-classifier-") as tmp:
-        for index, one in enumerate(jobs):
-            report(index, _check_one(one, Path(tmp) / str(index)))
-    return 0
+    return check_jobs(argv, "darling-classifier-", _check_one)
 
 
 if __name__ == "__main__":

@@ -38,14 +38,20 @@ import json
 import os
 import re
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
 
 from darling_nemo.plan.architectures import resolve_architecture
 from darling_nemo.plan.layout import policy_world_size
-from darling_nemo.rehearsal.contract_child import ContractError, checked, phase_line, report
+from darling_nemo.rehearsal.contract_child import (
+    ContractError,
+    check_jobs,
+    checked,
+    model_folder,
+    phase,
+    stopped_at,
+)
 from darling_nemo.rehearsal.shrink import lookup
 
 PINNED = {
@@ -211,13 +217,9 @@ def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
 def run(cfg: dict[str, Any]) -> str:
     """The phase as the rehearsal prints it: 'PASS (...)' or 'SKIPPED (why)'; raises
     ContractError naming the key on a failure."""
-    if not cfg["policy"]["megatron_cfg"].get("enabled", False):
-        return "SKIPPED (megatron_cfg disabled: a DTensor policy)"
-    found, why = sources()
-    if found is None:
-        return f"SKIPPED ({why})"
-    (verdict,) = check_many([cfg])
-    return phase_line(verdict)
+    dtensor = not cfg["policy"]["megatron_cfg"].get("enabled", False)
+    skipped = "megatron_cfg disabled: a DTensor policy" if dtensor else None
+    return phase(cfg, skipped, sources, check_many)
 
 
 # ------------------------------------------------------------------------ the child's side
@@ -381,9 +383,7 @@ def _check_one(worker_class: Any, module: Any, one: dict[str, Any], workdir: Pat
     import torch
 
     policy, world_size = one["policy"], one["world_size"]
-    model_dir = workdir / "model"
-    model_dir.mkdir(parents=True)
-    (model_dir / "config.json").write_text(json.dumps(one["hf_config"]))
+    model_dir = model_folder(workdir, one["hf_config"])
     os.environ.update(
         WORLD_SIZE=str(world_size),
         RANK="0",
@@ -399,20 +399,20 @@ def _check_one(worker_class: Any, module: Any, one: dict[str, Any], workdir: Pat
     module.setup_megatron_model = setup_megatron_model
     worker = worker_class.__new__(worker_class)
     tokenizer = types.SimpleNamespace(pad_token="<pad>", eos_token="</s>")
-    try:
-        worker_class.__init__(
+    failed = stopped_at(
+        lambda: worker_class.__init__(
             worker,
             policy,
             tokenizer,
             worker_sharding_annotations=None,
             pre_init_communication_queue=None,
-        )
-    except _ReachedModelBuild:
-        pass
-    except Exception as err:  # any refusal of the configuration path is the verdict
-        return "FAIL " + name_the_key(err, policy, world_size)
-    else:
-        return "FAIL the worker returned without reaching setup_megatron_model (changed NeMo-RL?)"
+        ),
+        _ReachedModelBuild,
+        lambda err: name_the_key(err, policy, world_size),
+        "setup_megatron_model",
+    )
+    if failed is not None:
+        return failed
     container, model = worker.megatron_cfg, worker.megatron_cfg.model
     opt = container.optimizer
     return (
@@ -427,17 +427,16 @@ def _check_one(worker_class: Any, module: Any, one: dict[str, Any], workdir: Pat
 
 
 def main(argv: list[str]) -> int:
-    jobs = json.loads(Path(argv[0]).read_text())
     _placeholders_for_missing_megatron_lm()
     from nemo_rl.models.policy import megatron_policy_worker as module
 
     _transformer_engine_answers()
     worker_class = module.MegatronPolicyWorker.__ray_metadata__.modified_class
-    with tempfile.TemporaryDirectory(prefix="darling-megatron-") as tmp:
-        for index, one in enumerate(jobs):
-            verdict = _check_one(worker_class, module, one, Path(tmp) / str(index))
-            report(index, verdict)
-    return 0
+    return check_jobs(
+        argv,
+        "darling-megatron-",
+        lambda one, workdir: _check_one(worker_class, module, one, workdir),
+    )
 
 
 if __name__ == "__main__":

@@ -30,12 +30,12 @@ import importlib.metadata
 import json
 import re
 import sys
-import tempfile
 import types
 from pathlib import Path
 from typing import Any
 
-from darling_nemo.rehearsal.contract_child import ContractError, checked, phase_line, report
+from darling_nemo.rehearsal import contract_child
+from darling_nemo.rehearsal.contract_child import ContractError, checked
 from darling_nemo.rehearsal.contract_megatron_worker import hf_config
 from darling_nemo.rehearsal.shrink import lookup
 
@@ -93,13 +93,10 @@ def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
 def run(cfg: dict[str, Any]) -> str:
     """The phase as the rehearsal prints it: 'PASS (...)' or 'SKIPPED (why)'; raises
     ContractError naming the key on a failure."""
-    if cfg["policy"]["generation"]["backend"] != "vllm":
-        return "SKIPPED (generation backend is not vllm)"
-    paths, why = sources()
-    if paths is None:
-        return f"SKIPPED ({why})"
-    (verdict,) = check_many([cfg])
-    return phase_line(verdict)
+    not_vllm = cfg["policy"]["generation"]["backend"] != "vllm"
+    return contract_child.phase(
+        cfg, "generation backend is not vllm" if not_vllm else None, sources, check_many
+    )
 
 
 # ------------------------------------------------------------------------ the child's side
@@ -185,9 +182,7 @@ class _ReachedEngineStart(Exception):
 def _check_one(worker_class: Any, one: dict[str, Any], workdir: Path) -> str:
     from nemo_rl.models.generation import configure_generation_config
 
-    model_dir = workdir / "model"
-    model_dir.mkdir(parents=True)
-    (model_dir / "config.json").write_text(json.dumps(one["hf_config"]))
+    model_dir = contract_child.model_folder(workdir, one["hf_config"])
     tokenizer = types.SimpleNamespace(pad_token_id=0, eos_token_id=1)
     generation = configure_generation_config(copy.deepcopy(one["generation"]), tokenizer)
     generation["model_name"] = str(model_dir)  # grpo.setup() sets the policy's model here
@@ -212,16 +207,16 @@ def _check_one(worker_class: Any, one: dict[str, Any], workdir: Path) -> str:
     worker_class._create_engine = create_engine
     worker = worker_class.__new__(worker_class)
     tp, pp = vllm_cfg["tensor_parallel_size"], vllm_cfg["pipeline_parallel_size"]
-    try:
-        worker_class.__init__(
+    failed = contract_child.stopped_at(
+        lambda: worker_class.__init__(
             worker, generation, bundle_indices=list(range(tp * pp)), fraction_of_gpus=1.0, seed=0
-        )
-    except _ReachedEngineStart:
-        pass
-    except Exception as err:  # any refusal of the engine configuration is the verdict
-        return "FAIL " + name_the_key(err, one["generation"])
-    else:
-        return "FAIL the worker returned without reaching _create_engine (changed NeMo-RL?)"
+        ),
+        _ReachedEngineStart,
+        lambda err: name_the_key(err, one["generation"]),
+        "_create_engine",
+    )
+    if failed is not None:
+        return failed
     config = built["config"]
     model, parallel, cache = config.model_config, config.parallel_config, config.cache_config
     engine = "async" if vllm_cfg["async_engine"] else "sync"
@@ -236,20 +231,18 @@ def _check_one(worker_class: Any, one: dict[str, Any], workdir: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    jobs = json.loads(Path(argv[0]).read_text())
     gpu_stand_ins()
     from nemo_rl.models.generation.vllm import vllm_worker, vllm_worker_async
 
-    with tempfile.TemporaryDirectory(prefix="darling-vllm-") as tmp:
-        for index, one in enumerate(jobs):
-            remote = (
-                vllm_worker_async.VllmAsyncGenerationWorker
-                if one["generation"]["vllm_cfg"]["async_engine"]
-                else vllm_worker.VllmGenerationWorker
-            )
-            worker_class = remote.__ray_metadata__.modified_class
-            report(index, _check_one(worker_class, one, Path(tmp) / str(index)))
-    return 0
+    def check(one: dict[str, Any], workdir: Path) -> str:
+        remote = (
+            vllm_worker_async.VllmAsyncGenerationWorker
+            if one["generation"]["vllm_cfg"]["async_engine"]
+            else vllm_worker.VllmGenerationWorker
+        )
+        return _check_one(remote.__ray_metadata__.modified_class, one, workdir)
+
+    return contract_child.check_jobs(argv, "darling-vllm-", check)
 
 
 if __name__ == "__main__":

@@ -105,24 +105,16 @@ def verify_run(
     if expect.resumed and expect.resume_marker is not None:
         check(expect.resume_marker in text, phase, "the policy did not load the saved weights")
     scalars = newest_run_scalars(log_root, phase)
-    trained = sorted(scalars.get("train/loss", {}))
-    check(
-        trained == list(expect.trained),
-        phase,
-        f"trained steps {trained}, expected {list(expect.trained)} "
-        "(a resume continues, it does not restart)",
-    )
+    trained, wanted = sorted(scalars.get("train/loss", {})), list(expect.trained)
+    resumed_right = "(a resume continues, it does not restart)"
+    check(trained == wanted, phase, f"trained steps {trained}, expected {wanted} {resumed_right}")
     streamed = plan.generation.on
     if streamed:
         check(STREAM_ON in text, phase, "the rollout did not feed the judge during generation")
     if streamed and expect.stand_in_checks:
         checked = text.count(STREAMED_EQUALS_SYNCHRONOUS) + text.count(STREAMED_CHECK_SKIPPED)
-        check(
-            checked >= len(expect.trained),
-            phase,
-            f"{checked} of {len(expect.trained)} steps were checked against the synchronous "
-            "judge (rehearsal/swap.py)",
-        )
+        against = "steps were checked against the synchronous judge (rehearsal/swap.py)"
+        check(checked >= len(wanted), phase, f"{checked} of {len(wanted)} {against}")
     prefix = plan.prefix.on
     if prefix:
         check(PREFIX_ON in text, phase, "the generation workers did not report settled words")

@@ -205,25 +205,39 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any], 
 
 def run_phase(r: Rehearsal, name: str, config: Path, steps: int, log: Path) -> str:
     """One recipe run as the user starts it (a fresh process), up to grpo.max_num_steps."""
-    cmd = [sys.executable, str(r.recipe), "--config", str(config), f"grpo.max_num_steps={steps}"]
+    return run_recipe_once(r.recipe, config, steps, r.env, log, name, PHASE_TIMEOUT_S)
+
+
+def run_recipe_once(
+    recipe: Path,
+    config: Path,
+    steps: int,
+    env: dict[str, str],
+    log: Path,
+    phase: str,
+    timeout: float | None,
+) -> str:
+    """One recipe run as the user starts it, up to grpo.max_num_steps=steps; its log text."""
+    cmd = [sys.executable, str(recipe), "--config", str(config), f"grpo.max_num_steps={steps}"]
     with log.open("w") as out:
         try:
             proc = subprocess.run(
                 cmd,
-                env=r.env,
+                env=env,
                 cwd=REPO,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                timeout=PHASE_TIMEOUT_S,
+                timeout=timeout,
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise RehearsalFailure(
-                name, f"no result after {PHASE_TIMEOUT_S} s (log: {log})"
-            ) from None
+            raise RehearsalFailure(phase, f"no result after {timeout:.0f} s (log: {log})") from None
     text = log.read_text(errors="replace")
     if proc.returncode != 0:
-        raise RehearsalFailure(name, f"{_last_error(text)} (exit {proc.returncode}; log: {log})")
+        # the recipe's own one-line refusal (`darling_math: ...`, exit 2) where it made one
+        refusals = [line for line in text.splitlines() if line.startswith(f"{recipe.stem}: ")]
+        error = refusals[-1] if refusals else _last_error(text)
+        raise RehearsalFailure(phase, f"{error} (exit {proc.returncode}; log: {log})")
     return text
 
 

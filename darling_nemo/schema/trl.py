@@ -352,14 +352,15 @@ def check_method_fits(task: TaskSection, darling: DarlingConfig, group_size: int
     """Refuse a `darling.method` the task or the group size cannot serve, naming `key`."""
     method = methods.method(darling.method)
     answers_suffice = method.answer_classes and not method.binary_rewards
-    if method.needs and type(task).graded and not (answers_suffice and task.final_answers):
+    needs = method.task_needs
+    if needs and type(task).graded and not (answers_suffice and task.final_answers):
         also = (
             ", or set task.answer_func"
             if answers_suffice and "answer_func" in type(task).model_fields
             else ""
         )
         raise ValueError(
-            f"{key}.method={darling.method} needs {method.needs}{method.needs_detail}; "
+            f"{key}.method={darling.method} needs {needs}{method.needs_detail}; "
             f"task.kind={task.kind} has graded scores and no final answer: use method darling"
             f"{also}"
         )

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -92,41 +91,6 @@ def train_subset(source: str, out: Path, rows: int) -> Path:
         )
     out.write_text("\n".join(lines) + "\n")
     return out
-
-
-def run_recipe_once(
-    recipe: Path,
-    config: Path,
-    steps: int,
-    env: dict[str, str],
-    log: Path,
-    phase: str,
-    timeout: float | None,
-) -> str:
-    """One recipe run as the user starts it, up to grpo.max_num_steps=steps; its log text."""
-    from darling_nemo.rehearsal.run import _last_error
-
-    cmd = [sys.executable, str(recipe), "--config", str(config), f"grpo.max_num_steps={steps}"]
-    with log.open("w") as out:
-        try:
-            proc = subprocess.run(
-                cmd,
-                env=env,
-                cwd=REPO,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise RehearsalFailure(phase, f"no result after {timeout:.0f} s (log: {log})") from None
-    text = log.read_text(errors="replace")
-    if proc.returncode != 0:
-        # the recipe's own one-line refusal (`darling_math: ...`, exit 2) where it made one
-        refusals = [line for line in text.splitlines() if line.startswith(f"{recipe.stem}: ")]
-        error = refusals[-1] if refusals else _last_error(text)
-        raise RehearsalFailure(phase, f"{error} (exit {proc.returncode}; log: {log})")
-    return text
 
 
 def plan_lines(
@@ -300,6 +264,8 @@ def _both_runs(
 ) -> list[dict[str, dict[int, float]]]:
     """Run 1 and run 2 (the resume), each checked by the rehearsal's checker; their times go
     into `data`. Returns each run's scalars."""
+    from darling_nemo.rehearsal.run import run_recipe_once
+
     ckpts = smoke_dir / "checkpoints"
     run_scalars = []
     for phase, steps, trained, resumed in RUNS:

@@ -19,7 +19,9 @@ import pytest
 from helpers import REPO
 
 from darling_nemo import methods
-from darling_nemo.schema import validate_darling
+from darling_nemo.config import load_validated
+from darling_nemo.methods.base import ANSWERS, missing_inputs
+from darling_nemo.schema import ConfigError, TrlRunConfig, validate_darling
 
 # The built-in methods, in registration order (methods/__init__.py).
 BUILT_IN = ["darling", "pass_at_k", "outcome", "unlikeliness", "pkpo", "dqo"]
@@ -116,3 +118,18 @@ def test_registering_after_the_schema_import_is_accepted():
     with methods.registered_method(late):
         assert validate_darling({"method": "late"}).method == "late"
     assert "late" not in methods.method_names()
+
+
+def test_a_method_declaring_answers_needs_a_task_with_final_answers():
+    """ANSWERS is an input like the others: declared, it cuts classes by final answers
+    (`answer_classes`), and a task with graded scores and no final answer refuses it."""
+    by_answer = methods.Method("by_answer", "by answer", lambda b, s: b.quality, inputs=(ANSWERS,))
+    with methods.registered_method(by_answer):
+        assert by_answer.answer_classes and missing_inputs(by_answer, ()) == []
+        chat = REPO / "conf" / "local" / "wildchat_trl.yaml"
+        with pytest.raises(ConfigError) as err:
+            load_validated(chat, ["darling.method=by_answer"], TrlRunConfig)
+        assert "darling.method=by_answer needs final answers; task.kind=" in str(err.value)
+        math = REPO / "conf" / "local" / "math_trl.yaml"
+        run, _ = load_validated(math, ["darling.method=by_answer"], TrlRunConfig)
+        assert run.darling.method == "by_answer"

@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("nemo_rl")
 pytestmark = pytest.mark.nemo_rl
 
-from helpers import REPO, verdicts_of_every_config  # noqa: E402
+from helpers import REPO, needs_vllm_sources, verdicts_of_every_config  # noqa: E402
 
-from darling_nemo.rehearsal import contract_classifier, contract_vllm  # noqa: E402
+from darling_nemo.rehearsal import contract_classifier  # noqa: E402
 
-FOUND, WHY = contract_vllm.sources()
+NEEDS_VLLM = needs_vllm_sources()
 MATH_1NODE = "math_qwen3_1p7b_1node_darling.yaml"
 CHAT_1NODE = "wildchat_qwen3_1p7b_1node_darling.yaml"
 LAUNCH = "darling.judge.launch"
@@ -90,7 +90,7 @@ def judge_kind(name: str) -> str:
     return load_config(REPO / "conf" / name)["darling"]["judge"]["kind"]
 
 
-@pytest.mark.skipif(FOUND is None, reason=WHY)
+@NEEDS_VLLM
 def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
     monkeypatch.delenv("CLASSIFIER_MODEL", raising=False)
     bare, one_label = models["bare"], models["one-label"]
@@ -159,7 +159,7 @@ def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
             assert "prefix caching on, chunked prefill on (pooling_type LAST)" in verdict
 
 
-@pytest.mark.skipif(FOUND is None, reason=WHY)
+@NEEDS_VLLM
 def test_a_rehearsal_stops_at_the_classifier_contract_naming_the_key(models):
     from darling_nemo.rehearsal.contract import contract_phase
     from darling_nemo.rehearsal.phases import RehearsalFailure

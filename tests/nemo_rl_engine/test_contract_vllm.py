@@ -12,12 +12,12 @@ import pytest
 pytest.importorskip("nemo_rl")
 pytestmark = pytest.mark.nemo_rl
 
-from helpers import REPO, verdicts_of_every_config  # noqa: E402
+from helpers import REPO, needs_vllm_sources, verdicts_of_every_config  # noqa: E402
 
 from darling_nemo.config import load_config  # noqa: E402
 from darling_nemo.rehearsal import contract_vllm  # noqa: E402
 
-FOUND, WHY = contract_vllm.sources()
+NEEDS_VLLM = needs_vllm_sources()
 MATH_4B = "math_qwen3_4b_darling.yaml"
 LLAMA_70B = "wildchat_llama70b_darling.yaml"
 GEN = "policy.generation"
@@ -50,7 +50,7 @@ CASES = [
 ]
 
 
-@pytest.mark.skipif(FOUND is None, reason=WHY)
+@NEEDS_VLLM
 def test_every_config_passes_and_the_refusals_name_the_key() -> None:
     for _, verdict in verdicts_of_every_config(contract_vllm.check_many, CASES):
         assert verdict.startswith("PASS (") and "create_engine_config() passed" in verdict
@@ -60,7 +60,7 @@ def test_every_config_passes_and_the_refusals_name_the_key() -> None:
     assert "max_model_len 1536" in line and "TP 8 x PP 1" in line, line
 
 
-@pytest.mark.skipif(FOUND is None, reason=WHY)
+@NEEDS_VLLM
 def test_a_rehearsal_stops_at_the_vllm_contract_naming_the_key() -> None:
     from darling_nemo.rehearsal.contract import contract_phase
     from darling_nemo.rehearsal.phases import RehearsalFailure

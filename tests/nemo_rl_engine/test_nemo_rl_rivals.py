@@ -86,22 +86,24 @@ def method_of(config: str, overrides: list[str]) -> str:
     return named[0] if named else config
 
 
+# Each rival's shipped config (or DARLING's with the method named), with the overrides that
+# give it the hand-computed rewards of EXPECTED.
+RIVAL_CONFIGS = [
+    ("math_qwen3_4b_passk", ["darling.k=1"]),
+    ("math_qwen3_4b_outcome", []),
+    ("math_qwen3_4b_gdpo", []),
+    ("math_qwen3_4b_darling", ["darling.method=unlikeliness"]),
+    ("math_qwen3_4b_darling", ["darling.method=pkpo", "darling.pkpo_k=2"]),
+]
+
+
 def transform_for(config: str, *overrides: str) -> tuple[dict, DarlingRewardTransform]:
     cfg = load_config(CONF / f"{config}.yaml", [LEXICAL, *overrides])
     darling = validate_nemo_rl_config(cfg)
     return cfg, DarlingRewardTransform(darling, reward_judge(darling, "math"))
 
 
-@pytest.mark.parametrize(
-    ("config", "overrides"),
-    [
-        ("math_qwen3_4b_passk", ["darling.k=1"]),
-        ("math_qwen3_4b_outcome", []),
-        ("math_qwen3_4b_gdpo", []),
-        ("math_qwen3_4b_darling", ["darling.method=unlikeliness"]),
-        ("math_qwen3_4b_darling", ["darling.method=pkpo", "darling.pkpo_k=2"]),
-    ],
-)
+@pytest.mark.parametrize(("config", "overrides"), RIVAL_CONFIGS)
 def test_the_transform_writes_each_methods_reward_by_hand(config, overrides):
     _, transform = transform_for(config, *overrides)
     batch = rollout()
@@ -173,16 +175,7 @@ def test_outcome_does_not_stream_judgements_during_generation():
 
 
 @pytest.mark.nemo_rl
-@pytest.mark.parametrize(
-    ("config", "overrides"),
-    [
-        ("math_qwen3_4b_passk", ["darling.k=1"]),
-        ("math_qwen3_4b_outcome", []),
-        ("math_qwen3_4b_gdpo", []),
-        ("math_qwen3_4b_darling", ["darling.method=unlikeliness"]),
-        ("math_qwen3_4b_darling", ["darling.method=pkpo", "darling.pkpo_k=2"]),
-    ],
-)
+@pytest.mark.parametrize(("config", "overrides"), RIVAL_CONFIGS)
 def test_the_hook_then_nemo_rls_own_baseline_trains_the_core_advantage(config, overrides):
     """grpo_train's lines from scale_rewards (the hook) to the advantage, with NeMo-RL's
     real functions and batch class: the trained advantage is the hand-computed one."""

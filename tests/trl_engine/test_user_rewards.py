@@ -143,23 +143,27 @@ BAD = {
 }
 
 
+def dry_run_error(tmp_path, capsys, engine, module, source, funcs, **task) -> str:
+    """The one line a --dry-run of these functions prints as it exits 2."""
+    folder = user_folder(tmp_path, module, GOOD + source)
+    config = write_config(tmp_path, folder, funcs, engine, **task)
+    code = run_recipe(TASK, "test", ["--config", str(config), "--dry-run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    return err[0]
+
+
 @pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_a_bad_reward_function_is_one_line_and_exit_2_at_dry_run(case, engine, tmp_path, capsys):
     func, source, words = BAD[case]
     module = f"user_rewards_{case}"
-    folder = user_folder(tmp_path, module, GOOD + source)
-    func = func.format(m=module)
-    if case == "no_module":
-        func = f"{module}_absent:f"
+    func = f"{module}_absent:f" if case == "no_module" else func.format(m=module)
     # the bad one second: the message names its index
-    config = write_config(tmp_path, folder, [f"{module}:says_answer", func], engine)
-    code = run_recipe(TASK, "test", ["--config", str(config), "--dry-run"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert len(err) == 1, err
+    funcs = [f"{module}:says_answer", func]
+    line = dry_run_error(tmp_path, capsys, engine, module, source, funcs)
     expected = words.format(m=module).replace("reward_funcs[0]", "reward_funcs[1]")
-    assert "task.reward_funcs[1]" in err[0] and expected in err[0], err[0]
+    assert "task.reward_funcs[1]" in line and expected in line, line
 
 
 @pytest.mark.parametrize("engine", ["trl", "nemo_rl"])
@@ -227,12 +231,7 @@ BAD_ANSWERS = {
         "or None (no answer)",
     ),
     "not_a_list": ("{m}:f", "def f(prompts, completions, **kw):\n    return 'x'\n", "not a list"),
-    "raises": ("{m}:f", "def f(prompts, completions, **kw):\n    return [1 / 0]\n", "ZeroDivision"),
-    "singular": (  # TRL's keyword is completions: the hint says what to rename
-        "{m}:f",
-        "def f(prompts, completion, **kw):\n    return [1.0]\n",
-        "rename 'completion' to 'completions'",
-    ),
+    **{case: BAD[case] for case in ("raises", "singular")},  # the same words for both kinds
 }
 
 
@@ -241,15 +240,10 @@ BAD_ANSWERS = {
 def test_a_bad_answer_function_is_one_line_and_exit_2_at_dry_run(case, engine, tmp_path, capsys):
     func, source, words = BAD_ANSWERS[case]
     module = f"user_answers_{case}"
-    folder = user_folder(tmp_path, module, GOOD + source)
-    funcs = [f"{module}:says_answer"]
     answer_func = func.format(m=module)
-    config = write_config(tmp_path, folder, funcs, engine, answer_func=answer_func)
-    code = run_recipe(TASK, "test", ["--config", str(config), "--dry-run"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert len(err) == 1, err
-    assert "task.answer_func: " + answer_func in err[0] and words.format(m=module) in err[0], err
+    funcs = [f"{module}:says_answer"]
+    line = dry_run_error(tmp_path, capsys, engine, module, source, funcs, answer_func=answer_func)
+    assert "task.answer_func: " + answer_func in line and words.format(m=module) in line, line
 
 
 def test_outcome_partitions_the_answers_of_the_answer_function(tmp_path):
@@ -286,16 +280,28 @@ def test_outcome_partitions_the_answers_of_the_answer_function(tmp_path):
     assert quality.last_metrics["darling/answer_timeouts"] == 0.0
 
 
-def test_a_hung_or_raising_answer_call_is_stopped_or_named(tmp_path, capsys):
-    source = """
-    import time
+HANGS = """
+import time
 
-    def answer(prompts, completions, **kwargs):
-        if "hang" in completions:
-            time.sleep(600)
-        return [str(1 // len(c)) for c in completions]
-    """
-    user_folder(tmp_path, "user_answers_hang", source)
+
+def hang_if_asked(completions):
+    if "hang" in completions:
+        time.sleep(600)  # past any timeout of these tests
+
+
+def slow(prompts, completions, **kwargs):
+    hang_if_asked(completions)
+    return [1.0 for _ in completions]
+
+
+def answer(prompts, completions, **kwargs):
+    hang_if_asked(completions)
+    return [str(1 // len(c)) for c in completions]
+"""
+
+
+def test_a_hung_or_raising_answer_call_is_stopped_or_named(tmp_path, capsys):
+    user_folder(tmp_path, "user_answers_hang", HANGS)
     labels = {"b": "data.jsonl:2 (id q1)"}
     quality = UserQuality(
         ["user_answers_hang:answer"],
@@ -369,15 +375,7 @@ def test_quality_is_trls_weighted_nansum_in_the_pool(tmp_path):
 
 
 def test_a_hung_call_is_stopped_counted_and_scores_zero(tmp_path, capsys):
-    source = """
-    import time
-
-    def slow(prompts, completions, **kwargs):
-        if "hang" in completions:
-            time.sleep(600)
-        return [1.0 for _ in completions]
-    """
-    user_folder(tmp_path, "user_rewards_hang", source)
+    user_folder(tmp_path, "user_rewards_hang", HANGS)
     quality = UserQuality(
         ["user_rewards_hang:slow"], None, [str(tmp_path / "user")], 2, 2.0, row_labels={}
     )
