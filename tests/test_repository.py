@@ -234,3 +234,24 @@ def test_the_module_list_check_sees_drift():
         "docs/layout.md names darling_nemo/gone.py, not on disk",
         "docs/layout.md says nothing of recipes/eval_math.py",
     ]
+
+
+def classes_named_twice(package: Path) -> dict[str, list[str]]:
+    """Module-level class names that more than one module of `package` defines (one class
+    per concept name: a reader who meets `Task` or `ContractError` knows which it is)."""
+    where = defaultdict(list)
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(str(path.relative_to(package)))
+    return {name: paths for name, paths in where.items() if len(paths) > 1}
+
+
+def test_no_two_modules_define_a_class_of_the_same_name():
+    assert classes_named_twice(PACKAGE) == {}
+
+
+def test_a_class_named_twice_is_found(tmp_path):
+    (tmp_path / "a.py").write_text("class Task:\n    pass\n")
+    (tmp_path / "b.py").write_text("class Task:\n    pass\n\n\nclass Other:\n    pass\n")
+    assert classes_named_twice(tmp_path) == {"Task": ["a.py", "b.py"]}

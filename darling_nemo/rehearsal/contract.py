@@ -26,23 +26,19 @@ def contract_phase(config_path: str, overrides: Sequence[str]) -> None:
         contract_megatron_worker,
         contract_vllm,
     )
+    from darling_nemo.rehearsal.contract_child import ContractError
     from darling_nemo.rehearsal.phases import RehearsalFailure
 
     cfg = load_config(config_path, overrides)
-    for name, contract, check, error in (
-        ("megatron", "megatron", contract_megatron.run, contract_megatron.ContractError),
-        (
-            "megatron worker",
-            "megatron",
-            contract_megatron_worker.run,
-            contract_megatron_worker.ContractError,
-        ),
-        ("vllm", "vllm", contract_vllm.run, contract_vllm.ContractError),
-        ("vllm classify", "vllm", contract_classifier.run, contract_classifier.ContractError),
+    for name, contract, check in (
+        ("megatron", "megatron", contract_megatron.run),
+        ("megatron worker", "megatron", contract_megatron_worker.run),
+        ("vllm", "vllm", contract_vllm.run),
+        ("vllm classify", "vllm", contract_classifier.run),
     ):
         t0 = time.monotonic()
         try:
             outcome = check(cfg)
-        except error as err:
+        except ContractError as err:
             raise RehearsalFailure(f"contract ({contract})", str(err)) from None
         print(f"phase contract ({name}): {outcome} ({time.monotonic() - t0:.1f} s)", flush=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo.plan.architectures import resolve_architecture
+from darling_nemo.rehearsal.contract_child import ContractError
 
 KEY = "policy.megatron_cfg"
 # precision -> (optimizer.bf16, optimizer.fp16) that Megatron's mixed precision expects
@@ -26,10 +27,6 @@ KEY = "policy.megatron_cfg"
 # them): converter_type is auto-detected by Megatron-Bridge. Tolerated, not a typo.
 TOLERATED = frozenset({"converter_type"})
 PRECISION_FLAGS = {"bfloat16": (True, False), "float16": (False, True), "float32": (False, False)}
-
-
-class ContractError(Exception):
-    """One line naming the key path and the value."""
 
 
 def _is_megatron_cfg(node: ast.AST) -> bool:

@@ -12,13 +12,11 @@ import json
 import pytest
 
 pytest.importorskip("nemo_rl")
-pytestmark = pytest.mark.nemo_rl
+from helpers import REPO, needs_vllm_sources, verdicts_of_every_config
 
-from helpers import REPO, needs_vllm_sources, verdicts_of_every_config  # noqa: E402
+from darling_nemo.rehearsal import contract_classifier
 
-from darling_nemo.rehearsal import contract_classifier  # noqa: E402
-
-NEEDS_VLLM = needs_vllm_sources()
+pytestmark = [pytest.mark.nemo_rl, needs_vllm_sources()]  # every test here runs vLLM's code
 MATH_1NODE = "math_qwen3_1p7b_1node_darling.yaml"
 CHAT_1NODE = "wildchat_qwen3_1p7b_1node_darling.yaml"
 LAUNCH = "darling.judge.launch"
@@ -90,7 +88,6 @@ def judge_kind(name: str) -> str:
     return load_config(REPO / "conf" / name)["darling"]["judge"]["kind"]
 
 
-@NEEDS_VLLM
 def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
     monkeypatch.delenv("CLASSIFIER_MODEL", raising=False)
     bare, one_label = models["bare"], models["one-label"]
@@ -159,7 +156,6 @@ def test_every_config_passes_and_the_refusals_name_the_key(models, monkeypatch):
             assert "prefix caching on, chunked prefill on (pooling_type LAST)" in verdict
 
 
-@NEEDS_VLLM
 def test_a_rehearsal_stops_at_the_classifier_contract_naming_the_key(models):
     from darling_nemo.rehearsal.contract import contract_phase
     from darling_nemo.rehearsal.phases import RehearsalFailure

@@ -117,27 +117,30 @@ def write_config(
     return path
 
 
+def f_returning(value: str, parameters: str = "prompts, completions, **kw") -> str:
+    """The source of a user's function `f` that returns `value`."""
+    return f"def f({parameters}):\n    return {value}\n"
+
+
+# case -> (the function's name, its module's source, words of the one-line refusal)
 BAD = {
     "no_module": ("{m}:says_answer", "", "task.reward_funcs[0]: {m}_absent:f: cannot import"),
     "no_function": ("{m}:absent", "", "task.reward_funcs[0]: {m}:absent: {m} has no 'absent'"),
-    "signature": (
-        "{m}:f",
-        "def f(completions):\n    return [1.0]\n",
-        "cannot take TRL's keywords",
-    ),
-    "length": ("{m}:f", "def f(prompts, completions, **kw):\n    return []\n", "returned 0 values"),
-    "type": ("{m}:f", "def f(prompts, completions, **kw):\n    return ['1']\n", "returned str '1'"),
-    "not_a_list": ("{m}:f", "def f(prompts, completions, **kw):\n    return 1.0\n", "not a list"),
-    "nan": ("{m}:f", "def f(prompts, completions, **kw):\n    return [float('nan')]\n", "nan"),
-    "raises": ("{m}:f", "def f(prompts, completions, **kw):\n    return [1 / 0]\n", "ZeroDivision"),
+    "signature": ("{m}:f", f_returning("[1.0]", "completions"), "cannot take TRL's keywords"),
+    "length": ("{m}:f", f_returning("[]"), "returned 0 values"),
+    "type": ("{m}:f", f_returning("['1']"), "returned str '1'"),
+    "not_a_list": ("{m}:f", f_returning("1.0"), "not a list"),
+    "nan": ("{m}:f", f_returning("[float('nan')]"), "nan"),
+    "raises": ("{m}:f", f_returning("[1 / 0]"), "ZeroDivision"),
     "all_none": (
         "{m}:f",
-        "def f(prompts, completions, **kw):\n    return [None for _ in completions]\n",
+        f_returning("[None for _ in completions]"),
         "gave None for every completion of the first prompt",
     ),
-    "singular": (  # TRL's keyword is completions: the hint says what to rename
+    # TRL's keyword is completions: the hint says what to rename
+    "singular": (
         "{m}:f",
-        "def f(prompts, completion, **kw):\n    return [1.0]\n",
+        f_returning("[1.0]", "prompts, completion, **kw"),
         "rename 'completion' to 'completions'",
     ),
 }
@@ -219,18 +222,14 @@ def test_outcome_needs_an_answer_function_and_runs_with_one(engine, tmp_path, ca
 
 BAD_ANSWERS = {
     "no_function": ("{m}:absent", "", "task.answer_func: {m}:absent: {m} has no 'absent'"),
-    "length": (
-        "{m}:f",
-        "def f(prompts, completions, **kw):\n    return []\n",
-        "returned 0 answers",
-    ),
+    "length": ("{m}:f", f_returning("[]"), "returned 0 answers"),
     "type": (
         "{m}:f",
-        "def f(prompts, completions, **kw):\n    return [1]\n",
+        f_returning("[1]"),
         "task.answer_func: {m}:f returned int 1 for completion 0 on the first prompt: want a str "
         "or None (no answer)",
     ),
-    "not_a_list": ("{m}:f", "def f(prompts, completions, **kw):\n    return 'x'\n", "not a list"),
+    "not_a_list": ("{m}:f", f_returning("'x'"), "not a list"),
     **{case: BAD[case] for case in ("raises", "singular")},  # the same words for both kinds
 }
 
