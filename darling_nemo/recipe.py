@@ -186,13 +186,11 @@ def parser_for(recipe: Recipe, description: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--smoke-dir",
-        default=None,
         help="--smoke's folder: its data subset, checkpoints, logs and report "
         "(default: smoke/<config name>; must hold no checkpoints)",
     )
     parser.add_argument(
         "--memory-report",
-        default=None,
         help="--smoke: read the per-phase GPU memory peaks from this JSON-lines file instead "
         "of the workers' own (darling_nemo/smoke/report.py describes the lines)",
     )

@@ -198,8 +198,10 @@ def save_tiny_classifier(
     seed: int = 0,
     max_positions: int = 128,
     append_pad: bool = False,
+    num_labels: int = 2,
 ) -> Path:
-    """A 2-layer, width-32 sequence classifier with 2 labels, saved with its tokenizer."""
+    """A 2-layer, width-32 sequence classifier with 2 labels (different, similar), saved with
+    its tokenizer; another `num_labels` makes the head a judge must refuse."""
     import torch
     from transformers import (
         BertConfig,
@@ -211,7 +213,7 @@ def save_tiny_classifier(
     path = Path(path)
     tok = save_tiny_tokenizer(path, flavour, max_positions, append_pad)
     torch.manual_seed(seed)
-    shape = {  # both flavours: width 32, 2 layers, 2 heads, 2 labels
+    shape: dict[str, object] = {  # both flavours: width 32, 2 layers, 2 heads
         "vocab_size": len(tok),
         "hidden_size": 32,
         "num_hidden_layers": 2,
@@ -220,10 +222,13 @@ def save_tiny_classifier(
         "max_position_embeddings": max_positions,
         "initializer_range": 0.5,  # random outputs that vary with the input
         "pad_token_id": tok.pad_token_id,
-        "num_labels": 2,
-        "id2label": {0: "different", 1: "similar"},
-        "label2id": {"different": 0, "similar": 1},
+        "num_labels": num_labels,
     }
+    if num_labels == 2:
+        shape |= {
+            "id2label": {0: "different", 1: "similar"},
+            "label2id": {"different": 0, "similar": 1},
+        }
     if flavour == "bert":
         model = BertForSequenceClassification(BertConfig(**shape))
     else:

@@ -47,7 +47,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("overrides", nargs="*", help="a.b=c overrides, as the recipe takes them")
     p.add_argument(
         "--gpu-memory",
-        default=None,
         help="GiB per GPU of the target cluster, or 'auto' (nvidia-smi). The report always "
         "also judges 80 GB and 141 GB GPUs.",
     )
@@ -62,7 +61,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--classifier-max-model-len",
         type=whole_number,
-        default=None,
         help="--max-model-len of the classifier servers (default: the model's own)",
     )
     p.add_argument("--layout-env", help="also write the launcher's facts to this file")

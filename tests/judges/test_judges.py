@@ -307,20 +307,7 @@ def test_cross_encoder_partition_equals_all_pairs(tiny_bert):
 def test_cross_encoder_clear_errors(tmp_path, tiny_bert):
     with pytest.raises(ValueError, match="cannot load the classifier"):
         make_judge(judge_cfg(kind="cross_encoder", model=str(tmp_path / "nothing")))
-    from transformers import BertConfig, BertForSequenceClassification
-
-    one_label = BertForSequenceClassification(
-        BertConfig(
-            vocab_size=300,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            num_labels=1,
-        )
-    )
-    one_label.save_pretrained(tmp_path / "one")
-    save_tiny_tokenizer(tmp_path / "one", "bert")
+    save_tiny_classifier(tmp_path / "one", "bert", num_labels=1)
     with pytest.raises(ValueError, match="1 label"):
         make_judge(judge_cfg(kind="cross_encoder", model=str(tmp_path / "one")))
 
