@@ -164,7 +164,8 @@ def rehearsal_prompts(
     from `prompts_file`."""
     section = cfg.get("task")
     if section is not None:
-        return str(Path(section.get("data_path") or cfg["data"]["train_data_path"]).resolve())
+        source = section.get("data_path") or cfg["data"]["train_data_path"]
+        return str(Path(source).resolve()) if source else str(r.workdir / name)
     return str(prompts_file(r.task, r.workdir / name, count, overlong))
 
 
