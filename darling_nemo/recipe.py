@@ -139,7 +139,7 @@ def check_user_task(recipe: Recipe, cfg: dict, darling: DarlingConfig) -> None:
     called once on the first prompt), ConfigError naming the key, before Ray or any model."""
     from darling_nemo import tasks
     from darling_nemo.nemo_rl.user_env import task_section
-    from darling_nemo.schema.trl import check_method_fits
+    from darling_nemo.schema.trl import check_method_fits, check_task_judge
 
     section = task_section(cfg)
     from_section = tasks.trains_from_section(tasks.task(recipe.name))  # trained from task:
@@ -151,7 +151,8 @@ def check_user_task(recipe: Recipe, cfg: dict, darling: DarlingConfig) -> None:
             else f"task: this config is for recipes/darling_task.py, not {recipe.recipe}"
         )
     if section is not None:
-        try:  # graded scores: no final answers for darling.method=outcome
+        try:  # as a TRL config's: its own rule of equivalence; graded: no outcome
+            check_task_judge(section, darling, "darling.judge")
             check_method_fits(
                 section, darling, cfg["grpo"]["num_generations_per_prompt"], "darling"
             )
