@@ -133,29 +133,41 @@ def check_task_section(section: object) -> None:
 
 
 def check_user_task(recipe: Recipe, cfg: dict, darling: DarlingConfig) -> None:
-    """A NeMo-RL config's `task:` section (a user's reward functions): the recipe that runs
-    it, its keys, its data file, and every function imported and called once on the first
-    prompt (ConfigError naming the key), before Ray or any model load."""
+    """A NeMo-RL config's `task:` section (a task trained from it: a user's reward functions
+    or a plugin's task, `tasks.trains_from_section`): the recipe that runs it, its keys, and
+    its task's --dry-run checks (reward_funcs: the data file, and every function imported and
+    called once on the first prompt), ConfigError naming the key, before Ray or any model."""
     from darling_nemo import tasks
     from darling_nemo.nemo_rl.user_env import task_section
-    from darling_nemo.schema.trl import check_method_fits
+    from darling_nemo.schema.trl import check_method_fits, check_task_judge
 
     section = task_section(cfg)
-    from_section = tasks.task(recipe.name).nemo_rl_setup is not None  # trained from task:
+    from_section = tasks.trains_from_section(tasks.task(recipe.name))  # trained from task:
     if (section is None) == from_section:
         raise ConfigError(
-            f"task: missing: {recipe.recipe} trains a {recipe.name} task: section"
+            f"task: missing: {recipe.recipe} trains a task: section "
+            f"(kind: {' | '.join(tasks.section_task_names())})"
             if section is None
             else f"task: this config is for recipes/darling_task.py, not {recipe.recipe}"
         )
     if section is not None:
-        try:  # graded scores: no final answers for darling.method=outcome
+        try:  # as a TRL config's: its own rule of equivalence; graded: no outcome
+            check_task_judge(section, darling, "darling.judge")
             check_method_fits(
                 section, darling, cfg["grpo"]["num_generations_per_prompt"], "darling"
             )
         except ValueError as err:
             raise ConfigError(str(err)) from None
         check_task_section(section)
+
+
+def run_task(recipe: Recipe, cfg: dict) -> str:
+    """The task a NeMo-RL run trains (the registry's name): its `task:` section's kind where
+    it has one (any task trained from a section, a plugin's too), else the recipe's."""
+    from darling_nemo import tasks
+
+    section = cfg.get("task")
+    return tasks.task(str(section["kind"])).name if section else recipe.name
 
 
 def parser_for(recipe: Recipe, description: str) -> argparse.ArgumentParser:
@@ -355,9 +367,10 @@ def run_nemo_rl(recipe: Recipe, cfg: dict, checked: DarlingConfig, config_path: 
         except KeyboardInterrupt:
             return report_interrupt(prog, "nothing was trained yet")
         save_config(cfg, Path(cfg["logger"]["log_dir"]) / "config.yaml")
-        data = nemo.setup_data(tokenizer, cfg, recipe.name)
+        task = run_task(recipe, cfg)  # the section's kind: its judge, data and environment
+        data = nemo.setup_data(tokenizer, cfg, task)
         try:
-            nemo.train(cfg, tokenizer, data, checked, task=recipe.name)
+            nemo.train(cfg, tokenizer, data, checked, task=task)
         except nemo.DriverFailed as failed:
             print(failed, file=sys.stderr, flush=True)
             return 1

@@ -73,7 +73,12 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
     RolloutRows,
     prompt_and_response,
 )
-from darling_nemo.nemo_rl.user_env import answers_of, metrics_of, rendered_and_cut
+from darling_nemo.nemo_rl.user_env import (
+    answers_of,
+    metrics_of,
+    rendered_and_cut,
+    setup_user_data,
+)
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
@@ -333,10 +338,14 @@ def chat_prompt_processor(
 
 def check_data_paths(cfg: dict[str, Any]) -> None:
     """The data files a NeMo-RL config names exist (relative to the cwd, as NeMo-RL reads
-    them); a ConfigError naming each missing one's key otherwise. Needs no NeMo-RL."""
+    them); a ConfigError naming each missing one's key otherwise. Needs no NeMo-RL. A run
+    trained from its task: section reads its prompts through the task, not these paths."""
     data = cfg["data"]
     problems = []
-    for key in ("prompt_file", "system_prompt_file", "train_data_path", "val_data_path"):
+    keys = ["prompt_file", "system_prompt_file"]
+    if cfg.get("task") is None:
+        keys += ["train_data_path", "val_data_path"]
+    for key in keys:
         value = data.get(key)
         is_file = isinstance(value, str) and Path(value).suffix in {".txt", ".json", ".jsonl"}
         if is_file and not Path(value).exists():
@@ -361,18 +370,17 @@ def setup_data(
     math: NeMo-RL's MathEnvironment (math-verify, reward 1/0) as quality.
     chat (wildchat): NeMo-RL's RewardModelEnvironment (Bradley-Terry reward model on its
     own GPUs, env.reward_model) as quality. The data paths were checked by `start`.
-    A task trained from the config's own task: section (`Task.nemo_rl_setup`; reward_funcs:
-    a user's functions in one generic environment, user_env.py) builds its data itself.
+    A task trained from the config's own task: section (`tasks.trains_from_section`: a
+    user's reward functions or a plugin's task, its TRL prompts and quality in one generic
+    environment, user_env.py) builds its data itself; `task` is then the section's kind.
     """
     import importlib
 
     from darling_nemo import tasks
 
     entry = tasks.task(task)
-    if entry.nemo_rl_setup is not None:
-        module_name, _, function_name = entry.nemo_rl_setup.rpartition(".")
-        setup = getattr(importlib.import_module(module_name), function_name)
-        return setup(tokenizer, cfg, reward_env_vars())
+    if tasks.trains_from_section(entry):
+        return setup_user_data(tokenizer, cfg, reward_env_vars())
     from nemo_rl.data.datasets import AllTaskProcessedDataset, load_response_dataset
     from nemo_rl.data.interfaces import TaskDataSpec
     from nemo_rl.data.processors import math_hf_data_processor
@@ -555,7 +563,7 @@ def _setup_and_train(
         probed(policy, Path(memory_report)) if memory_report else nullcontext(),
         darling_rewards(master_config, policy, darling, plan, task=task) as transform,
     ):
-        transform.answers = answers_of(task_to_env, darling.method)  # task.answer_func's
+        transform.answers = answers_of(task_to_env, darling.method, task)  # answer_func's
         if save_by is not None:
             ckpt = master_config["checkpointing"]
             ckpt["checkpoint_must_save_by"] = checkpoint_must_save_by(
@@ -572,7 +580,7 @@ def _setup_and_train(
             loss_fn,
             task_to_env,
             val_task_to_env,
-            DarlingLogger(logger, transform, metrics_of(task_to_env)),
+            DarlingLogger(logger, transform, metrics_of(task_to_env, task)),
             checkpointer,
             grpo_state,
             master_config,

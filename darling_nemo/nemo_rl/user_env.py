@@ -1,69 +1,138 @@
-"""A user's TRL-style reward functions as NeMo-RL v0.4.0's environment (`task.kind: reward_funcs`).
+"""A registered task's TRL prompts and quality as NeMo-RL v0.4.0's data and environment.
 
-A NeMo-RL config trains on a user's task with a `task:` section, the same section a TRL
-config has (`schema.RewardFuncsTaskConfig`): prompts from `task.data_path` (JSONL), quality
-the weighted sum of `task.reward_funcs`. One generic environment, `UserRewardEnvironment`
-(NeMo-RL's EnvironmentInterface, a Ray actor), calls the functions on each batch NeMo-RL's
-`calculate_rewards` hands it, through darling_nemo/user_rewards.py: the same worker pool,
-per-call timeout and error lines as the TRL engine.
+A NeMo-RL config trains on a task from its own `task:` section, the same section a TRL
+config has, where the task is one `tasks.trains_from_section` accepts: a TRL section,
+`prompts` and `quality`, and no NeMo-RL objects of its own (`Task.nemo_rl`). The section's
+`kind` picks the registry entry, shipped (`task.kind: reward_funcs`, a user's reward
+functions over `task.data_path`) or a plugin's (`darling.plugins`); it is the rows'
+`task_name` and the key of task_to_env. Nothing here names a task: a new one needs no edit
+of this module, the schema or the adapter.
+
+Rows: the task's `nemo_rl_rows` where it has them (reward_funcs: every row of data_path as
+written), else the training rows of its TRL `prompts`, called with a `PromptsRun` (the
+section as `.task`, grpo.seed as `.seed`) in place of a TRL run config: a task whose prompts
+read more of one is refused naming task.kind. No validation rows (as on the TRL engine).
+
+One generic environment, `UserRewardEnvironment` (NeMo-RL's EnvironmentInterface, a Ray
+actor), calls the task's quality (`Task.quality(section)`) on each batch NeMo-RL's
+`calculate_rewards` hands it. For reward_funcs that is darling_nemo/user_rewards.py's
+UserQuality: the same worker pool, per-call timeout and error lines as the TRL engine. The
+actor is another process: it imports the run's `darling.plugins` (from `plugin_path`, made
+absolute in the driver's working directory) before it looks the task up.
 
 The row's other columns travel in NeMo-RL's datum `extra_env_info` (with the prompt as the
-file writes it and the row's `file:line` label) and reach the functions as keyword
-arguments, as TRL passes dataset columns. NeMo-RL v0.4.0 never asks an environment for its
-metrics during training, so the environment keeps `darling/quality_seconds`,
-`darling/reward_timeouts` (and `darling/reward_pool_start_seconds` where a pool started)
-until `DarlingLogger` collects them at the step's `train` log (`metrics_of`); validation's
-calls count into the next step's figures.
+task gives it and the row's label) and reach the quality as keyword arguments, as TRL
+passes dataset columns. NeMo-RL v0.4.0 never asks an environment for its metrics during
+training, so the environment keeps `darling/quality_seconds`, `darling/reward_timeouts`
+(and `darling/reward_pool_start_seconds` where a pool started) until `DarlingLogger`
+collects them at the step's `train` log (`metrics_of`); validation's calls count into the
+next step's figures.
 
-`task.answer_func` (for the methods with answer classes, outcome) runs in the same actor and
-pool: the driver's reward transform asks it for the rows' final answers (`answers_of`) with
-the rollout's message logs and `extra_env_info` (NeMo-RL's rollout drops the `answers` an
-environment returns).
+A task's final answers by a function (`Task.answers`: reward_funcs' `task.answer_func`, for
+the methods with answer classes, outcome) run in the same actor (and pool): the driver's
+reward transform asks it for the rows' final answers (`answers_of`) with the rollout's
+message logs and `extra_env_info` (NeMo-RL's rollout drops the `answers` an environment
+returns).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig
+from darling_nemo import tasks
+from darling_nemo.registries import import_plugins
+from darling_nemo.schema import ConfigError
 from darling_nemo.schema.base import validate_section
-from darling_nemo.tasks.rows import nonempty_task_rows
+from darling_nemo.tasks.base import Task
 
-# NeMo-RL's task_name of the rows and the key of task_to_env: the section's kind, which is
-# its task's name in the registry.
-(TASK_NAME,) = get_args(RewardFuncsTaskConfig.model_fields["kind"].annotation)
 ENVIRONMENT = "darling_nemo.nemo_rl.user_env.UserRewardEnvironment"
 POOL_START_KEY = "reward_pool_start_seconds"  # user_rewards.POOL_START_METRIC, unprefixed
 
 
-def task_section(cfg: Mapping[str, Any]) -> RewardFuncsTaskConfig | None:
-    """A NeMo-RL config's `task:` section, validated (ConfigError naming each bad key), or
-    None where the config has none (a shipped task's config)."""
+@dataclass(frozen=True)
+class PromptsRun:
+    """What a task's `prompts` is given on NeMo-RL in place of a validated TRL run config:
+    the run's validated `task:` section (`.task`) and its seed (`.seed`, grpo.seed). A TRL
+    config's other sections (policy, trainer) have no counterpart in a NeMo-RL config."""
+
+    task: Any
+    seed: int
+
+
+def section_entry(kind: object) -> Task:
+    """The task a NeMo-RL `task:` section's `kind` names, where NeMo-RL trains it from the
+    section; else one ConfigError naming task.kind."""
+    names = ", ".join(tasks.section_task_names())
+    try:
+        entry = tasks.task(str(kind))
+    except KeyError:
+        raise ConfigError(
+            f"task.kind: {kind!r} is not a task NeMo-RL trains from a task: section (one of "
+            f"{names}; a task of your own registers through darling.plugins)"
+        ) from None
+    if not tasks.trains_from_section(entry):
+        why = (
+            "trains on NeMo-RL from the data: and env: sections, not a task: section"
+            if entry.nemo_rl is not None
+            else "has no TRL section, prompts and quality to train from on NeMo-RL"
+        )
+        raise ConfigError(f"task.kind: the {entry.name} task {why} (one of {names})")
+    return entry
+
+
+def task_section(cfg: Mapping[str, Any]) -> Any:
+    """A NeMo-RL config's `task:` section, validated as its task's TRL section (ConfigError
+    naming each bad key), or None where the config has none (a shipped task's config).
+    The run's `darling.plugins` are imported by then (the `darling:` section's validation)."""
     section = cfg.get("task")
     if section is None:
         return None
     if not isinstance(section, dict):
-        raise ConfigError(f"task: expected a mapping (kind: {TASK_NAME}, ...), got {section!r}")
-    return validate_section(RewardFuncsTaskConfig, section, "task")
+        names = " | ".join(tasks.section_task_names())
+        raise ConfigError(f"task: expected a mapping (kind: {names}, ...), got {section!r}")
+    entry = section_entry(section.get("kind"))
+    assert entry.config is not None  # trains_from_section
+    return validate_section(entry.config, section, "task")
 
 
-def dataset_rows(task: RewardFuncsTaskConfig) -> list[dict[str, Any]]:
-    """The rows of task.data_path as NeMo-RL's dataset entries: the prompt, the other
-    columns and the row's label ("data.jsonl:7 (id x)") for run-time errors."""
+def dataset_rows(task: Any, seed: int = 0) -> list[dict[str, Any]]:
+    """The rows of a validated `task:` section as NeMo-RL's dataset entries: the prompt, the
+    other columns, the row's label for run-time errors and the task's name (`task_name`).
+    `seed`: the run's (grpo.seed), for a task whose prompts draw with it."""
+    entry = tasks.task_of(task)
+    rows = entry.nemo_rl_rows(task) if entry.nemo_rl_rows else prompt_rows(entry, task, seed)
+    return [{**row, "task_name": entry.name} for row in rows]
 
-    raw, lines = nonempty_task_rows(task)
+
+def prompt_rows(entry: Task, task: Any, seed: int) -> list[dict[str, Any]]:
+    """The training rows of the task's TRL `prompts` as {"prompt", "columns", "row"}; a row
+    is labelled as `Prompts.row_labels` labels it, else by its position."""
+    from darling_nemo.user_rewards import prompt_key
+
+    assert entry.prompts is not None  # trains_from_section
+    run = PromptsRun(task, seed)
+    try:
+        made = entry.prompts(run)
+    except AttributeError as err:
+        if err.obj is not run:  # the task's own bug: as it is
+            raise
+        raise ConfigError(
+            f"task.kind: the {entry.name} task's prompts read {err.name!r} of a TRL run "
+            "config; on NeMo-RL they are given the task: section (.task) and grpo.seed "
+            "(.seed) only"
+        ) from None
+    if not made.train:
+        raise ConfigError(f"task.kind: the {entry.name} task gave no training prompts")
     rows = []
-    for row, line in zip(raw, lines, strict=True):
-        if task.prompt_key not in row:
-            raise ConfigError(
-                f"task.prompt_key: {task.data_path}:{line} has no {task.prompt_key!r}"
-            )
-        label = f"{task.data_path}:{line}" + (f" (id {row['id']})" if "id" in row else "")
-        columns = {k: v for k, v in row.items() if k != task.prompt_key}
-        prompt = row[task.prompt_key]
-        rows.append({"prompt": prompt, "columns": columns, "row": label, "task_name": TASK_NAME})
+    for number, row in enumerate(made.train, 1):
+        prompt = row["prompt"]
+        label = made.row_labels.get(prompt_key(prompt)) or f"{entry.name} prompt {number}"
+        columns = {k: v for k, v in row.items() if k != "prompt"}
+        rows.append({"prompt": prompt, "columns": columns, "row": label})
     return rows
 
 
@@ -85,7 +154,7 @@ def rendered_and_cut(
     return text, token_ids, length, loss_multiplier
 
 
-def reward_funcs_processor(
+def section_rows_processor(
     datum_dict: dict[str, Any],
     task_data_spec: Any,
     tokenizer: Any,
@@ -111,66 +180,96 @@ def reward_funcs_processor(
         },
         "loss_multiplier": loss_multiplier,
         "idx": idx,
-        "task_name": TASK_NAME,
+        "task_name": datum_dict["task_name"],
     }
 
 
-def environment_config(task: RewardFuncsTaskConfig) -> dict[str, Any]:
-    """The section as the environment actor gets it: python_path made absolute here, in the
-    driver's working directory (a Ray worker's may differ)."""
+def environment_config(task: Any) -> dict[str, Any]:
+    """The section as the environment actor gets it: a `python_path` (the folders a user's
+    functions are imported from, reward_funcs') made absolute here, in the driver's working
+    directory (a Ray worker's may differ)."""
     section = task.model_dump()
-    section["python_path"] = [str(Path(folder).resolve()) for folder in task.python_path]
+    if isinstance(section.get("python_path"), list):
+        section["python_path"] = [str(Path(folder).resolve()) for folder in section["python_path"]]
     return section
+
+
+def plugins_config(cfg: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The run's `darling.plugins` and `plugin_path` (made absolute here, as `python_path`)
+    for the environment actor, which imports them before it looks its task up ({}: none)."""
+    darling = cfg.get("darling") or {}
+    if not darling.get("plugins"):
+        return {}
+    folders = darling.get("plugin_path") or ["."]
+    return {
+        "plugins": list(darling["plugins"]),
+        "plugin_path": [str(Path(folder).resolve()) for folder in folders],
+    }
 
 
 class UserRewards:
     """The environment's work, without NeMo-RL: a batch of message logs and their
-    `extra_env_info` -> one quality per row, the weighted sum of the user's functions."""
+    `extra_env_info` -> one quality per row, by the section's task's quality function."""
 
-    def __init__(self, section: Mapping[str, Any], tokenizer: str | None = None) -> None:
-        from darling_nemo.user_rewards import UserQuality
-
+    def __init__(
+        self,
+        section: Mapping[str, Any],
+        tokenizer: str | None = None,
+        plugins: Mapping[str, Any] | None = None,
+    ) -> None:
+        # The actor is another process: the run's plugins register their tasks here too
+        # before the section's kind is looked up (a no-op where they are imported already).
+        import_plugins(dict(plugins or {}))
+        entry = tasks.task(str(section["kind"]))
+        assert entry.config is not None and entry.quality is not None  # trains_from_section
         # NeMo-RL's calculate_rewards hands an environment each message's role and content
         # only, so completion_ids are the policy tokenizer's ids of the completion's text
         # (loaded on first use from `tokenizer`, the name or folder the policy's names).
         self.tokenizer_name = tokenizer
         self._tokenizer: Any = None
 
-        task = RewardFuncsTaskConfig.model_validate(dict(section))
-        self.quality = UserQuality(
-            task.reward_funcs,
-            task.reward_weights,
-            task.python_path,
-            task.reward_workers,
-            task.reward_timeout_s,
-            {},
-            section.get("answer_func"),
-        )
+        self.name = entry.name
+        self.quality = entry.quality(entry.config.model_validate(dict(section)))
+        # reward_funcs: task.answer_func in the functions' pool; None where it names none
+        self.answer_fn = entry.answers(self.quality) if entry.answers is not None else None
         self.pending = {"quality_seconds": 0.0, "reward_timeouts": 0.0}
-        if self.quality.answer_spec is not None:
+        if self.answer_fn is not None:
             self.pending["answer_timeouts"] = 0.0
 
     def score(
         self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
     ) -> list[float]:
-        """Each row's quality; a row every function left None stops the run (DARLING needs
-        a quality for every response), naming the functions and the row (UserQuality raises
-        RewardFunctionError)."""
+        """Each row's quality; a row left without one stops the run (DARLING needs a quality
+        for every response), naming the row (reward_funcs: UserQuality raises
+        RewardFunctionError naming the functions and the row)."""
         prompts, completions, keywords = self.keywords(message_log_batch, metadata)
+        started = time.perf_counter()
         scores = self.quality(prompts, completions, **keywords)
-        for name, value in self.quality.last_metrics.items():
+        # UserQuality reports its own figures (pool start-up, stopped calls); a plain quality
+        # function only its wall time, measured here
+        reported = getattr(self.quality, "last_metrics", None)
+        if reported is None:
+            reported = {"darling/quality_seconds": time.perf_counter() - started}
+        for name, value in reported.items():
             key = name.removeprefix("darling/")  # POOL_START_KEY only where a pool started
             self.pending[key] = self.pending.get(key, 0.0) + value
+        for score, info in zip(scores, metadata, strict=True):
+            if score is None:
+                raise ValueError(f"the {self.name} task's quality gave no score for {info['row']}")
         return [float(score) for score in scores]  # type: ignore[arg-type]
 
     def answers(
         self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
     ) -> list[str | None]:
-        """Each row's final answer by task.answer_func (None: no answer), in the same pool."""
+        """Each row's final answer by the task's function (reward_funcs: task.answer_func,
+        in the same pool; None: no answer)."""
+        if self.answer_fn is None:
+            raise ValueError(f"the {self.name} task gives no final answers by a function")
         prompts, completions, keywords = self.keywords(message_log_batch, metadata)
-        found = self.quality.answers(prompts, completions, **keywords)
-        self.pending["answer_timeouts"] += self.quality.last_metrics["darling/answer_timeouts"]
-        return found
+        found = self.answer_fn(prompts, completions, **keywords)
+        reported = getattr(self.quality, "last_metrics", {})
+        self.pending["answer_timeouts"] += reported.get("darling/answer_timeouts", 0.0)
+        return list(found)
 
     def keywords(
         self, message_log_batch: Sequence[Sequence[Mapping[str, Any]]], metadata: Sequence[Any]
@@ -193,8 +292,10 @@ class UserRewards:
         for row, info in enumerate(metadata):
             for name, value in info["columns"].items():
                 columns.setdefault(name, [None] * len(metadata))[row] = value
-        for prompt, info in zip(prompts, metadata, strict=True):
-            self.quality.row_labels[prompt_key(prompt)] = info["row"]
+        row_labels = getattr(self.quality, "row_labels", None)  # UserQuality's error lines
+        if row_labels is not None:
+            for prompt, info in zip(prompts, metadata, strict=True):
+                row_labels[prompt_key(prompt)] = info["row"]
         return prompts, completions, {"completion_ids": completion_ids, **columns}
 
     def completion_ids(self, answer: Sequence[Mapping[str, Any]], text: str) -> list[int]:
@@ -218,7 +319,9 @@ class UserRewards:
         return metrics
 
     def shutdown(self) -> None:
-        self.quality.close()
+        close = getattr(self.quality, "close", None)  # UserQuality's worker pool
+        if callable(close):
+            close()
 
 
 def _environment_class() -> Any:
@@ -262,22 +365,34 @@ def __getattr__(name: str) -> Any:
 
 
 def start_environment(
-    task: RewardFuncsTaskConfig, env_vars: Mapping[str, str], tokenizer: str | None
+    task: Any,
+    env_vars: Mapping[str, str],
+    tokenizer: str | None,
+    plugins: Mapping[str, Any] | None = None,
 ) -> Any:
     """The environment actor (on the driver's Python, as NeMo-RL's own environments);
-    `tokenizer`: the policy tokenizer's name or folder, for completion_ids."""
+    `tokenizer`: the policy tokenizer's name or folder, for completion_ids; `plugins`: the
+    run's `plugins_config`, imported by the actor before it looks its task up."""
     from nemo_rl.distributed.virtual_cluster import PY_EXECUTABLES
 
     actor = __getattr__("UserRewardEnvironment")
     return actor.options(
         runtime_env={"py_executable": PY_EXECUTABLES.SYSTEM, "env_vars": dict(env_vars)}
-    ).remote(environment_config(task), tokenizer)
+    ).remote(environment_config(task), tokenizer, dict(plugins or {}))
 
 
-def metrics_of(task_to_env: Mapping[str, Any]) -> Callable[[], dict[str, float]] | None:
-    """What `DarlingLogger` adds to each step's `darling/*` scalars: the user environment's
-    pending figures; None where the run has no user environment."""
-    environment = task_to_env.get(TASK_NAME)
+def section_environment(task_to_env: Mapping[str, Any], task: str) -> Any:
+    """The generic environment of a run of task `task` (the registry's name), None where the
+    task trains from NeMo-RL's data: and env: sections instead (its own environment)."""
+    if not tasks.trains_from_section(tasks.task(task)):
+        return None
+    return task_to_env.get(tasks.task(task).name)
+
+
+def metrics_of(task_to_env: Mapping[str, Any], task: str) -> Callable[[], dict[str, float]] | None:
+    """What `DarlingLogger` adds to each step's `darling/*` scalars: the generic
+    environment's pending figures; None where the run of `task` has no generic environment."""
+    environment = section_environment(task_to_env, task)
     if environment is None:
         return None
 
@@ -290,15 +405,17 @@ def metrics_of(task_to_env: Mapping[str, Any]) -> Callable[[], dict[str, float]]
 
 
 def answers_of(
-    task_to_env: Mapping[str, Any], method: str
+    task_to_env: Mapping[str, Any], method: str, task: str
 ) -> Callable[[Sequence[Any], Sequence[Any]], list[str | None]] | None:
     """What the reward transform reads the rows' final answers from: (message logs, their
-    extra_env_info) -> the user environment's `answers`, for a method with answer classes;
-    None where the run has no user environment or its method compares no answers."""
+    extra_env_info) -> the generic environment's `answers`, for a method with answer classes
+    and a task that gives its answers by a function (`Task.answers`); None otherwise (a
+    task's judge of answers then compares the responses, `tasks.judge.run_judge`)."""
     from darling_nemo import methods
 
-    environment = task_to_env.get(TASK_NAME)
-    if environment is None or not methods.method(method).answer_classes:
+    environment = section_environment(task_to_env, task)
+    answers = tasks.task(task).answers
+    if environment is None or answers is None or not methods.method(method).answer_classes:
         return None
 
     def collect(message_logs: Sequence[Any], metadata: Sequence[Any]) -> list[str | None]:
@@ -321,23 +438,26 @@ def assistant_messages(log: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
 def setup_user_data(
     tokenizer: Any, cfg: dict[str, Any], env_vars: Mapping[str, str]
 ) -> tuple[Any, None, dict[str, Any], dict[str, Any]]:
-    """(train dataset, None, task_to_env, val_task_to_env) for a `task:` section: every row
-    trains (no validation set, as on the TRL engine)."""
+    """(train dataset, None, task_to_env, val_task_to_env) for a `task:` section, keyed by
+    its task's name: every row trains (no validation set, as on the TRL engine)."""
     from nemo_rl.data.datasets import AllTaskProcessedDataset
     from nemo_rl.data.interfaces import TaskDataSpec
 
     task = task_section(cfg)
     if task is None:
-        raise ConfigError(f"task: missing: a {TASK_NAME} run needs its task: section")
+        names = " | ".join(tasks.section_task_names())
+        raise ConfigError(f"task: missing: this run trains from its task: section (kind: {names})")
+    name = tasks.task_of(task).name
     data_cfg = cfg["data"]
-    spec = TaskDataSpec(task_name=TASK_NAME, system_prompt_file=data_cfg["system_prompt_file"])
+    spec = TaskDataSpec(task_name=name, system_prompt_file=data_cfg["system_prompt_file"])
     dataset = AllTaskProcessedDataset(
-        dataset_rows(task),
+        dataset_rows(task, cfg["grpo"]["seed"]),
         tokenizer,
         spec,
-        {TASK_NAME: (spec, reward_funcs_processor)},
+        {name: (spec, section_rows_processor)},
         max_seq_length=data_cfg["max_input_seq_length"],
     )
     tokenizer_name = getattr(tokenizer, "name_or_path", None) or None
-    task_to_env = {TASK_NAME: start_environment(task, env_vars, tokenizer_name)}
+    environment = start_environment(task, env_vars, tokenizer_name, plugins_config(cfg))
+    task_to_env = {name: environment}
     return dataset, None, task_to_env, task_to_env

@@ -158,10 +158,14 @@ def prompts_file(task: str, out: Path, count: int, overlong: int) -> Path:
 def rehearsal_prompts(
     r: Rehearsal, cfg: dict[str, Any], name: str, count: int, overlong: int
 ) -> str:
-    """The data file a rehearsal's phase reads: a user's task (the config's task: section)
-    brings its own prompts, as they are; a shipped task's come from `prompts_file`."""
-    if cfg.get("task") is not None:
-        return str(Path(cfg["task"]["data_path"]).resolve())
+    """The data file a rehearsal's phase reads: a task trained from the config's task:
+    section brings its own prompts, as they are (its data_path where it reads one; else
+    the config's data path stays, which such a run does not read); a shipped task's come
+    from `prompts_file`."""
+    section = cfg.get("task")
+    if section is not None:
+        source = section.get("data_path") or cfg["data"]["train_data_path"]
+        return str(Path(source).resolve()) if source else str(r.workdir / name)
     return str(prompts_file(r.task, r.workdir / name, count, overlong))
 
 

@@ -4,7 +4,7 @@
     lattice_routes.py  the pre-registered miniature's routes task (TRL engine; exact routes)
     math.py       verifiable math (math-verify), both engines
     chat.py       open-ended chat prompts scored by a reward model, both engines
-    reward_funcs.py  a user's TRL-style reward functions over a JSONL (TRL engine)
+    reward_funcs.py  a user's TRL-style reward functions over a JSONL, both engines
     judge.py      which pair judge a run calls, decided once from its task and darling:
 
 A new task: its module (a `base.Task`, its TRL `task:` section a `schema.TaskSection`) and
@@ -19,9 +19,11 @@ from darling_nemo.tasks.base import NemoRlTask, Prompts, QualityFn, Task
 from darling_nemo.tasks.registry import (
     register_task,
     registered_task,
+    section_task_names,
     task,
     task_names,
     task_of,
+    trains_from_section,
     unregister_task,
 )
 
@@ -36,8 +38,10 @@ __all__ = [
     "Task",
     "register_task",
     "registered_task",
+    "section_task_names",
     "task",
     "task_names",
     "task_of",
+    "trains_from_section",
     "unregister_task",
 ]

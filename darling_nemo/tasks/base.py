@@ -100,7 +100,9 @@ class Task:
     """Eval name -> its config (conf/eval/*.yaml) that `darling-compare` runs on a
     checkpoint of this task."""
     nemo_rl: NemoRlTask | None = None
-    """What the NeMo-RL engine needs; None: not on the NeMo-RL engine."""
+    """What the NeMo-RL engine needs to train it from NeMo-RL's data: and env: sections;
+    None: on NeMo-RL only from a config's own `task:` section, where it has `config`,
+    `prompts` and `quality` (`registry.trains_from_section`)."""
     aliases: tuple[str, ...] = ()
     """Older spellings of `name`, still accepted where data or configs carry them."""
     training_judge: Callable[[Any], PairJudgeFn | None] | None = None
@@ -116,10 +118,13 @@ class Task:
     model_paths: Callable[[Any], list[tuple[str, str]]] | None = None
     """(its `task:` section) -> (key, model) of each model the section names (chat: its
     reward model), checked to be a folder where written as a path before any model loads."""
-    nemo_rl_setup: str | None = None
-    """On NeMo-RL, a task trained from the config's own `task:` section rather than NeMo-RL's
-    data: and env: sections: the import path of the function (tokenizer, cfg, env_vars) ->
-    (dataset, val dataset, task_to_env, val_task_to_env); None: `nemo_rl` says."""
+    nemo_rl_rows: Callable[[Any], list[dict[str, Any]]] | None = None
+    """(its validated `task:` section) -> the rows NeMo-RL trains on where a config's own
+    `task:` section trains it (`registry.trains_from_section`), each {"prompt", "columns"
+    (the row's other fields, the quality's keywords), "row" (its label in run-time errors)},
+    where they differ from the training rows `prompts` gives TRL (reward_funcs: every row of
+    data_path as written, since NeMo-RL masks over-long prompts itself, without calling the
+    functions again); None: `prompts`' training rows."""
     untrained_scores_zero: bool = False
     """A randomly initialised policy (TRL's policy.kind=tiny) practically never earns quality
     here, so its reward and loss are 0 at every step (the TRL engine says so first)."""

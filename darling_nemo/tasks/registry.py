@@ -74,6 +74,20 @@ def task_names() -> tuple[str, ...]:
     return tuple(_TASKS)
 
 
+def trains_from_section(entry: Task) -> bool:
+    """Whether NeMo-RL trains the task from a config's own `task:` section (its TRL
+    `prompts` and `quality` in one generic environment, darling_nemo/nemo_rl/user_env.py):
+    any task with a TRL section, prompts and quality that does not bring NeMo-RL objects of
+    its own (`nemo_rl`: those train from NeMo-RL's data: and env: sections instead), a
+    plugin's as much as a shipped one's."""
+    return entry.nemo_rl is None and None not in (entry.config, entry.prompts, entry.quality)
+
+
+def section_task_names() -> tuple[str, ...]:
+    """The registered tasks NeMo-RL trains from a `task:` section, in registration order."""
+    return tuple(name for name, entry in _TASKS.items() if trains_from_section(entry))
+
+
 def task_of(section: Any) -> Task:
     """The task a validated TRL `task:` section belongs to (by its `kind`)."""
     return task(str(section.kind))

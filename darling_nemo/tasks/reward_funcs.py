@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from darling_nemo.schema import RewardFuncsTaskConfig, TrlRunConfig
+from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig, TrlRunConfig
 from darling_nemo.tasks.base import AnswerFn, PairJudgeFn, Prompts, QualityFn, Task
 from darling_nemo.tasks.prompt_budget import fit_prompts
 from darling_nemo.tasks.rows import chat_prompt_column, column, nonempty_task_rows, prompt_words
@@ -37,6 +37,23 @@ def reward_funcs_rows(
         for row, line in zip(raw, lines, strict=True)
     ]
     return rows, labels
+
+
+def nemo_rl_rows(task: RewardFuncsTaskConfig) -> list[dict[str, Any]]:
+    """Every row of task.data_path as NeMo-RL trains on it: the prompt as written (NeMo-RL
+    masks over-long prompts itself, data.max_input_seq_length), the other columns and the
+    row's label ("data.jsonl:7 (id x)") for run-time errors (`Task.nemo_rl_rows`)."""
+    raw, lines = nonempty_task_rows(task)
+    rows = []
+    for row, line in zip(raw, lines, strict=True):
+        if task.prompt_key not in row:
+            raise ConfigError(
+                f"task.prompt_key: {task.data_path}:{line} has no {task.prompt_key!r}"
+            )
+        label = f"{task.data_path}:{line}" + (f" (id {row['id']})" if "id" in row else "")
+        columns = {k: v for k, v in row.items() if k != task.prompt_key}
+        rows.append({"prompt": row[task.prompt_key], "columns": columns, "row": label})
+    return rows
 
 
 def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
@@ -128,5 +145,5 @@ TASK = Task(
     answers=answers,
     graded=True,
     config_check=config_check,
-    nemo_rl_setup="darling_nemo.nemo_rl.user_env.setup_user_data",
+    nemo_rl_rows=nemo_rl_rows,
 )

@@ -1,7 +1,9 @@
 """Your own task, method and judge from a folder of your own: each one file that registers
 itself when imported, named in `darling.plugins`, used end to end (a TRL run of 2 steps
-through the recipe; a NeMo-RL config's --dry-run), then unregistered and refused again.
-The folder is a temporary one outside the clone, with nothing of the package edited."""
+through the recipe; a NeMo-RL config's --dry-run, with your task as its `task:` section, its
+rows and the generic environment's scores, and the rehearsal's prepare phase), then
+unregistered and refused again. The folder is a temporary one outside the clone, with
+nothing of the package edited."""
 
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from helpers import REPO
 from test_cli import recipe_main
 
 from darling_nemo import methods, tasks
+from darling_nemo.config import load_config
 from darling_nemo.judges.registry import judge_kind_names, unregister_judge_kind
 from darling_nemo.schema import ConfigError, validate_darling
+
+NEMO_RL_CONFIG = REPO / "conf/code_tests_qwen3_1p7b_darling.yaml"
 
 TOY_TASK = """
 from typing import ClassVar, Literal
@@ -45,7 +50,7 @@ register_task(
         "plugin_words",
         "three words",
         config=PluginTaskConfig,
-        prompts=lambda cfg: Prompts(PROMPTS[:3], PROMPTS[3:], WORDS),
+        prompts=lambda cfg: Prompts(PROMPTS[: cfg.task.words], PROMPTS[3:], WORDS),
         quality=quality,
         graded=True,
     )
@@ -204,3 +209,142 @@ def test_plugins_given_as_a_string_are_refused_naming_the_key():
     assert str(err.value) == "darling.plugins: a list of strings expected, got 'my_judge'"
     with pytest.raises(ConfigError, match=r"^darling\.plugin_path: a list of strings"):
         validate_darling({"plugins": ["my_judge"], "plugin_path": "."})
+
+
+def nemo_rl_config(mine: Path, **task: object) -> Path:
+    """The user-task NeMo-RL config copied into your folder with its task: section replaced
+    by your task's (and your plugins named); its data path, `${task.data_path}` there, is
+    left unset: a task trained from its section gives its own prompts."""
+    cfg = yaml.safe_load(NEMO_RL_CONFIG.read_text())
+    cfg["task"] = {"kind": "plugin_words", "words": 3, **task}
+    cfg["data"]["train_data_path"] = None
+    cfg["darling"].update(plugins=list(PLUGINS), plugin_path=[str(mine)])
+    path = mine / "nemo_rl.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def test_your_task_passes_a_nemo_rl_configs_dry_run_and_a_shipped_one_is_refused(mine, capsys):
+    config = nemo_rl_config(mine)
+    assert recipe_main("darling_task")(["--config", str(config), "--dry-run"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["task"] == {"kind": "plugin_words", "words": 3}
+    # a task NeMo-RL trains from its own data: and env: sections: one line naming task.kind
+    assert recipe_main("darling_task")(["--config", str(config), "task={kind: math}"]) == 2
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said.startswith(
+        f"darling_task: {config}: task.kind: the math task trains on NeMo-RL from the data: "
+        "and env: sections, not a task: section (one of "
+    ), said
+    assert "plugin_words" in said and "reward_funcs" in said
+    assert recipe_main("darling_task")(["--config", str(config), "task.words=x"]) == 2
+    assert "task.words" in capsys.readouterr().err
+
+
+def test_your_tasks_rows_and_the_environment_that_scores_them(mine):
+    """What NeMo-RL's dataset and the generic environment actor get of your task, without
+    NeMo-RL: its TRL prompts as rows named by its kind, and its quality; the environment, in
+    a process of its own, imports your plugins before it looks the task up."""
+    from darling_nemo.nemo_rl.user_env import (
+        UserRewards,
+        dataset_rows,
+        environment_config,
+        plugins_config,
+        task_section,
+    )
+
+    cfg = load_config(nemo_rl_config(mine, words=2))
+    validate_darling(cfg["darling"])  # imports your plugins, as the recipe's check does
+    section = task_section(cfg)
+    rows = dataset_rows(section, cfg["grpo"]["seed"])
+    assert rows == [  # prompts(.task, .seed): the first `words` of its prompts
+        {"prompt": "say three words", "columns": {}, "row": "plugin_words prompt 1",
+         "task_name": "plugin_words"},
+        {"prompt": "say some words", "columns": {}, "row": "plugin_words prompt 2",
+         "task_name": "plugin_words"},
+    ]  # fmt: skip
+    # as in the actor's process: the task is not registered there until the plugins import
+    tasks.unregister_task("plugin_words")
+    sys.modules.pop("plugin_words_task")
+    plugins = plugins_config(cfg)
+    assert plugins == {"plugins": list(PLUGINS), "plugin_path": [str(mine.resolve())]}
+    rewards = UserRewards(environment_config(section), None, plugins)
+    assert "plugin_words" in tasks.task_names()
+    logs = [
+        [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": said}]
+        for row, said in zip(rows, ["one three two", "two"], strict=True)
+    ]
+    for log in logs:
+        log[1]["token_ids"] = [1, 2]
+    metadata = [{"prompt": r["prompt"], "columns": r["columns"], "row": r["row"]} for r in rows]
+    assert rewards.score(logs, metadata) == [1.0, 0.0]
+    metrics = rewards.pop_metrics()
+    assert metrics["quality_seconds"] >= 0 and metrics["reward_timeouts"] == 0
+    rewards.shutdown()
+
+
+@pytest.mark.nemo_rl
+def test_your_task_passes_the_rehearsals_prepare_phase(mine, tmp_path, capsys):
+    """The rehearsal's prepare (tiny policy, shrunk config) of a NeMo-RL config training your
+    task, and the shrunk config passes the recipe's --dry-run."""
+    pytest.importorskip("nemo_rl")
+    from darling_nemo.rehearsal.run import Rehearsal, prepare
+
+    config = nemo_rl_config(mine)
+    workdir = tmp_path / "rehearsal"
+    workdir.mkdir()
+    recipe = REPO / "recipes/darling_task.py"
+    r = Rehearsal(recipe, str(config), [], "reward_funcs", workdir)
+    path, given, shrunk = prepare(r, "http://127.0.0.1:1")
+    assert given["task"] == shrunk["task"] == {"kind": "plugin_words", "words": 3}
+    assert shrunk["policy"]["model_name"] == str(workdir / "policy")
+    assert (workdir / "policy" / "config.json").is_file()
+    assert shrunk["darling"]["plugins"] == list(PLUGINS)
+    capsys.readouterr()
+    assert recipe_main("darling_task")(["--config", str(path), "--dry-run"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["task"]["kind"] == "plugin_words"
+
+
+@pytest.mark.nemo_rl
+def test_your_task_trains_from_its_section_in_the_environment_actor_on_ray(
+    mine, char_tokenizer_dir
+):
+    """NeMo-RL's dataset of your task (rows named by its kind, through the real processor)
+    and the generic environment actor, another process, which imports your plugins from
+    darling.plugin_path before it scores a batch with your task's quality."""
+    pytest.importorskip("nemo_rl")
+    import os
+    import shutil
+    import tempfile
+
+    import ray
+    from helpers import start_local_ray
+    from transformers import AutoTokenizer
+
+    from darling_nemo.nemo_rl.adapter import setup_data
+
+    os.environ.setdefault("NEMO_RL_PY_EXECUTABLES_SYSTEM", "1")  # actors use this interpreter
+    cfg = load_config(nemo_rl_config(mine))
+    validate_darling(cfg["darling"])  # imports your plugins, as the recipe's check does
+    tokenizer = AutoTokenizer.from_pretrained(char_tokenizer_dir)
+    temp_dir = tempfile.mkdtemp(prefix="dn_ray_", dir="/tmp")
+    start_local_ray(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir)
+    try:
+        dataset, val_dataset, task_to_env, _ = setup_data(tokenizer, cfg, "plugin_words")
+        assert val_dataset is None and len(dataset) == 3 and list(task_to_env) == ["plugin_words"]
+        assert dataset[0]["task_name"] == "plugin_words"
+        assert dataset[0]["message_log"][0]["content"] == "<user>say three words\n<assistant>"
+        logs = [
+            [
+                *({"role": m["role"], "content": m["content"]} for m in dataset[i]["message_log"]),
+                {"role": "assistant", "content": text},
+            ]
+            for i, text in ((0, "three"), (1, "two"))
+        ]
+        metadata = [dataset[0]["extra_env_info"], dataset[1]["extra_env_info"]]
+        result = ray.get(task_to_env["plugin_words"].step.remote(logs, metadata))
+        assert result.rewards.tolist() == [1.0, 0.0]
+        ray.get(task_to_env["plugin_words"].shutdown.remote())
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)

@@ -18,7 +18,6 @@ import pytest
 from helpers import start_local_ray
 
 from darling_nemo.nemo_rl.user_env import (
-    TASK_NAME,
     UserRewards,
     assistant_messages,
     dataset_rows,
@@ -26,6 +25,8 @@ from darling_nemo.nemo_rl.user_env import (
     task_section,
 )
 from darling_nemo.user_rewards import RewardFunctionError
+
+TASK_NAME = "reward_funcs"  # the section's kind: the rows' task_name and task_to_env's key
 
 REWARDS = '''
 def matches(prompts, completions, target, completion_ids, **kwargs):
@@ -155,6 +156,7 @@ def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_d
     cfg = {
         "task": task.model_dump(),
         "data": {"system_prompt_file": None, "max_input_seq_length": 512},
+        "grpo": {"seed": 1},
     }
     tokenizer = AutoTokenizer.from_pretrained(char_tokenizer_dir)
     temp_dir = tempfile.mkdtemp(prefix="dn_ray_", dir="/tmp")
@@ -186,8 +188,8 @@ def test_the_environment_actor_scores_a_batch_on_ray(user_task, char_tokenizer_d
         assert result.rewards.tolist() == [1.75, 0.75]
         assert result.terminateds.tolist() == [1.0, 1.0]
         # the driver's reward transform reads the rows' final answers from the actor
-        assert answers_of(task_to_env, "darling") is None  # its method compares none
-        assert answers_of(task_to_env, "outcome")(logs, metadata) == ["yes", "no!"]
+        assert answers_of(task_to_env, "darling", TASK_NAME) is None  # its method compares none
+        assert answers_of(task_to_env, "outcome", TASK_NAME)(logs, metadata) == ["yes", "no!"]
         metrics = ray.get(env.pop_metrics.remote())
         assert metrics["quality_seconds"] > 0 and metrics["reward_timeouts"] == 0
         assert metrics["answer_timeouts"] == 0
