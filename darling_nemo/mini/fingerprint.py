@@ -87,20 +87,25 @@ def _training() -> Iterator[tuple[str, object]]:
     yield "multinomial", torch.multinomial(probs, 8, replacement=True).float()
 
 
+# The fingerprint's Llama: these values are part of every recorded hash (the shipped
+# cpu-fingerprint files and the ones users compare against), so they never change.
+TINY_LLAMA = {
+    "vocab_size": 64,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    "tie_word_embeddings": True,
+}
+
+
 def _tiny_llama() -> Iterator[tuple[str, object]]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-    )
+    config = LlamaConfig(**TINY_LLAMA)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     yield "tiny llama init", torch.cat([p.detach().flatten() for p in model.parameters()])
