@@ -41,6 +41,7 @@ step grpo_train logs its `train/*` metrics.
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import time
 import traceback
@@ -49,6 +50,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from darling_nemo import tasks
 from darling_nemo.judges.figures import say_judge_figures
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
@@ -58,6 +60,7 @@ from darling_nemo.nemo_rl.judging_plan import (  # noqa: F401 (OVERLAP_ON: re-ex
     judging_plan,
 )
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV, probed
+from darling_nemo.nemo_rl.prefix_worker import NEMO_RL_WORKER, WORKER
 from darling_nemo.nemo_rl.ray_env import hand_wandb_its_key, only_allowed_env, reward_env_vars
 from darling_nemo.nemo_rl.touch_points import (
     NEMO_RL_VERSION,
@@ -75,6 +78,7 @@ from darling_nemo.nemo_rl.transform import (  # noqa: F401 (re-exported: the ada
 )
 from darling_nemo.nemo_rl.user_env import answers_of, metrics_of, rendered_and_cut
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
+from darling_nemo.tasks.judge import run_judge
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
 JUDGE_TIMER = "darling_judge"
@@ -184,9 +188,6 @@ def reward_judge(darling: DarlingConfig, task: str) -> Any:
     run's task: the task's judge of final answers for a method that needs answer classes
     (darling.method=outcome: math-verify on the math task; checks.py refuses it with a
     reward model), darling.judge where the section calls it, else None (lexical rules)."""
-    from darling_nemo import tasks
-    from darling_nemo.tasks.judge import run_judge
-
     return run_judge(tasks.task(task), darling).make()
 
 
@@ -197,8 +198,6 @@ def prefix_reporting_workers() -> Iterator[None]:
     to RayWorkerBuilder, which this maps; the subclass runs in the same Python environment."""
     from nemo_rl.distributed.ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY
     from nemo_rl.models.generation.vllm import vllm_generation
-
-    from darling_nemo.nemo_rl.prefix_worker import NEMO_RL_WORKER, WORKER
 
     builder = vllm_generation.RayWorkerBuilder
 
@@ -342,8 +341,6 @@ def check_data_paths(cfg: dict[str, Any]) -> None:
         if is_file and not Path(value).exists():
             problems.append(f"data.{key}: file not found: {value} (cwd {os.getcwd()})")
     if problems:
-        from darling_nemo import tasks
-
         entries = [tasks.task(name).nemo_rl for name in tasks.task_names()]
         hint = "prepare data with " + " / ".join(e.prep_command for e in entries if e)
         message = config_problems(problems)
@@ -364,10 +361,6 @@ def setup_data(
     A task trained from the config's own task: section (`Task.nemo_rl_setup`; reward_funcs:
     a user's functions in one generic environment, user_env.py) builds its data itself.
     """
-    import importlib
-
-    from darling_nemo import tasks
-
     entry = tasks.task(task)
     if entry.nemo_rl_setup is not None:
         module_name, _, function_name = entry.nemo_rl_setup.rpartition(".")

@@ -27,9 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
 
+from darling_nemo import methods
 from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig
 from darling_nemo.schema.base import validate_section
 from darling_nemo.tasks.rows import nonempty_task_rows
+from darling_nemo.user_rewards import UserQuality, prompt_key
 
 # NeMo-RL's task_name of the rows and the key of task_to_env: the section's kind, which is
 # its task's name in the registry.
@@ -128,8 +130,6 @@ class UserRewards:
     `extra_env_info` -> one quality per row, the weighted sum of the user's functions."""
 
     def __init__(self, section: Mapping[str, Any], tokenizer: str | None = None) -> None:
-        from darling_nemo.user_rewards import UserQuality
-
         # NeMo-RL's calculate_rewards hands an environment each message's role and content
         # only, so completion_ids are the policy tokenizer's ids of the completion's text
         # (loaded on first use from `tokenizer`, the name or folder the policy's names).
@@ -178,8 +178,6 @@ class UserRewards:
         """(prompts, completions, keywords) as TRL calls reward functions: the completions
         as the prompts are written (text or a conversation), completion_ids, the columns;
         the rows' labels go to the pool's error lines."""
-        from darling_nemo.user_rewards import prompt_key
-
         prompts = [info["prompt"] for info in metadata]
         completions: list[Any] = []
         completion_ids: list[list[int]] = []
@@ -295,8 +293,6 @@ def answers_of(
     """What the reward transform reads the rows' final answers from: (message logs, their
     extra_env_info) -> the user environment's `answers`, for a method with answer classes;
     None where the run has no user environment or its method compares no answers."""
-    from darling_nemo import methods
-
     environment = task_to_env.get(TASK_NAME)
     if environment is None or not methods.method(method).answer_classes:
         return None
