@@ -141,7 +141,6 @@ class PacedJudge:
 
     @property
     def prefix_words(self) -> int | None:  # judge_stream.prefix_words of the wrapped judge
-
         return prefix_words(self.judge)
 
     @property
