@@ -11,6 +11,8 @@ other import sits at the top of its module, where a reader looks for what it nee
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 from pathlib import Path
 
 from helpers import REPO
@@ -145,6 +147,15 @@ def unexplained(package: Path) -> list[str]:
 def test_every_function_level_import_has_a_reason():
     found = unexplained(PACKAGE)
     assert found == [], "move to the module's top, or say `# lazy: <why>`:\n" + "\n".join(found)
+
+
+def test_no_core_dependency_is_called_optional():
+    """A core dependency (always installed) is no reason to import inside a function."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[<>=!~\[ ;]", spec)[0] for spec in project["dependencies"]}
+    import_names = {"pyyaml": "yaml"}
+    assert {import_names.get(name, name) for name in core} & set(OPTIONAL) == set()
+    assert "numpy" in core  # the list was read
 
 
 def test_the_checker_sees_an_import_without_a_reason(tmp_path):
