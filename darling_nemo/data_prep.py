@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from darling_nemo import tasks
 from darling_nemo.config import (
     check_output_file,
     command_parser,
@@ -275,8 +276,6 @@ def _convert(
 def row_task_name(prep_command: str) -> str:
     """The `task_name` the rows `prep_command` writes carry: that of the registered task
     whose NeMo-RL data the command prepares, so that NeMo-RL routes them to its environment."""
-    from darling_nemo import tasks
-
     for name in tasks.task_names():
         nemo_rl = tasks.task(name).nemo_rl
         if nemo_rl is not None and nemo_rl.prep_command == prep_command:

@@ -29,6 +29,10 @@ from typing import Any
 
 import yaml
 
+from darling_nemo.config import command_parser, exits_on_config_error
+from darling_nemo.nemo_rl import export as nemo_export
+from darling_nemo.plan.architectures import resolve_architecture
+from darling_nemo.plan.terms import params_text
 from darling_nemo.resume import write_text_atomically
 from darling_nemo.run_folder import DiskFull, disk_full, disk_full_message, folder_size
 from darling_nemo.schema import ConfigError
@@ -172,8 +176,6 @@ def check_megatron(ckpt: Checkpoint) -> Path:
 
 def host_memory_needed(model_name: str) -> tuple[int, float]:
     """(bytes, parameters) of a conversion, from the plan's parameter count of the model."""
-    from darling_nemo.plan.architectures import resolve_architecture
-
     params = resolve_architecture(model_name, "policy.model_name").total_params
     return int(params * BYTES_PER_PARAM + RUNTIME_BYTES), float(params)
 
@@ -199,8 +201,6 @@ def host_memory_available() -> int:
 
 
 def check_host_memory(ckpt: Checkpoint, available: int) -> None:
-    from darling_nemo.plan.terms import params_text
-
     need, params = host_memory_needed(ckpt.model_name)
     if need > available:
         raise ConfigError(
@@ -276,7 +276,7 @@ def export_checkpoint(
         return hit
     check_host_memory(ckpt, host_memory_available() if available_bytes is None else available_bytes)
     if converter is None:
-        from darling_nemo.nemo_rl.export import megatron_to_hf as converter
+        converter = nemo_export.megatron_to_hf
     policy = ckpt.config["policy"]
     tokenizer = (policy.get("tokenizer") or {}).get("name") or ckpt.model_name
     partial = ckpt.step_dir / f"{HF_DIR}.partial"
@@ -315,8 +315,6 @@ def export_run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from darling_nemo.config import command_parser, exits_on_config_error
-
     @exits_on_config_error("export")
     def run(argv: Sequence[str] | None) -> int:
         parser = command_parser(__doc__, prog="python -m darling_nemo.export")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from darling_nemo import tasks
 from darling_nemo.config import (
     NOTHING_TO_RESUME,
     check_model_path,
@@ -30,9 +31,18 @@ from darling_nemo.config import (
 )
 from darling_nemo.console import close_bars
 from darling_nemo.interrupt import started
+from darling_nemo.judges import JudgeError
+from darling_nemo.judges.node_server import NodeServerError, start_node_judge
 from darling_nemo.judges.registry import check_judge_models
+from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
+from darling_nemo.nemo_rl.ray_env import RayStartError, ray_head_without_dashboard
+from darling_nemo.nemo_rl.user_env import task_section
+from darling_nemo.rehearsal.run import rehearse
 from darling_nemo.run_folder import DiskFull, RunLocked
 from darling_nemo.schema import ConfigError, DarlingConfig, TrlRunConfig
+from darling_nemo.schema.trl import check_method_fits, check_task_judge
+from darling_nemo.smoke.run import smoke
+from darling_nemo.trl import run, validate_trl_config
 from darling_nemo.user_rewards import RewardFunctionError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,15 +107,10 @@ def check_config(recipe: Recipe, cfg: dict) -> TrlRunConfig | DarlingConfig:
     """
     engine = cfg.get("engine")
     if engine == "trl":
-        from darling_nemo.trl import validate_trl_config
-
         checked = validate_trl_config(cfg)
         check_task_section(checked.task)
         return checked
     elif engine == "nemo_rl":
-        from darling_nemo import tasks
-        from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
-
         darling = validate_nemo_rl_config(cfg, reference=load_config(REFERENCE_CONFIG))
         nemo_rl = tasks.task(recipe.name).nemo_rl  # chat's quality: a reward model's score
         needs_reward_model = nemo_rl is not None and nemo_rl.needs_reward_model
@@ -125,8 +130,6 @@ def check_task_section(section: object) -> None:
     """What the section's task checks beyond its keys at --dry-run (`tasks.Task.config_check`:
     a user's reward functions imported and called once on the first row), ConfigError naming
     the key."""
-    from darling_nemo import tasks
-
     config_check = tasks.task_of(section).config_check
     if config_check is not None:
         config_check(section)
@@ -137,10 +140,6 @@ def check_user_task(recipe: Recipe, cfg: dict, darling: DarlingConfig) -> None:
     or a plugin's task, `tasks.trains_from_section`): the recipe that runs it, its keys, and
     its task's --dry-run checks (reward_funcs: the data file, and every function imported and
     called once on the first prompt), ConfigError naming the key, before Ray or any model."""
-    from darling_nemo import tasks
-    from darling_nemo.nemo_rl.user_env import task_section
-    from darling_nemo.schema.trl import check_method_fits, check_task_judge
-
     section = task_section(cfg)
     from_section = tasks.trains_from_section(tasks.task(recipe.name))  # trained from task:
     if (section is None) == from_section:
@@ -302,10 +301,8 @@ def rehearse_or_smoke(recipe: Recipe, args: argparse.Namespace, cfg: dict, confi
                 f"--config {config_path} --rehearse (the environment is made once by "
                 "containers/nemo_rl_cpu_env.sh; docs/rehearsal.md)",
             )
-        from darling_nemo.rehearsal.run import rehearse
 
         return rehearse(REPO / recipe.recipe, config_path, args.overrides, recipe.name)
-    from darling_nemo.smoke.run import smoke
 
     smoke_dir = Path(args.smoke_dir or f"smoke/{Path(config_path).stem}")
     memory = Path(args.memory_report) if args.memory_report else None
@@ -316,8 +313,6 @@ def run_trl(prog: str, checked: TrlRunConfig, config_path: str) -> int:
     """The TRL engine on this machine; a full disk or a folder another run holds is one line
     and exit 2, Ctrl-C (SIGTERM) one line and exit 130 (143): the step reached, the last
     complete checkpoint, the same command resumes."""
-    from darling_nemo.trl import run
-
     try:
         print(run(checked))
     except (DiskFull, RunLocked) as err:  # they name their folder themselves
@@ -344,10 +339,7 @@ def run_nemo_rl(recipe: Recipe, cfg: dict, checked: DarlingConfig, config_path: 
     when the run ends however it ends) and a served judge's probe; nothing is written
     before. Then the prompts, the task's quality environment and NeMo-RL's setup() +
     grpo_train() with the DARLING reward after every rollout."""
-    from darling_nemo.judges import JudgeError
-    from darling_nemo.judges.node_server import NodeServerError, start_node_judge
     from darling_nemo.nemo_rl import adapter as nemo
-    from darling_nemo.nemo_rl.ray_env import RayStartError, ray_head_without_dashboard
 
     prog = Path(recipe.recipe).stem
     with ExitStack() as services:

@@ -50,6 +50,7 @@ WORKER_READY = 0  # what a worker's initializer puts on the starts queue (calls 
 def config_error(message: str) -> Exception:
     """A ConfigError, imported when needed: the pool's workers import this module, and the
     schema (pydantic) would add seconds to every worker's start."""
+    # lazy: the schema (pydantic) is ~0.4 s of every pool worker's start (see the docstring)
     from darling_nemo.schema import ConfigError
 
     return ConfigError(message)

@@ -101,7 +101,12 @@ def char_tokenizer_dir(tmp_path_factory) -> str:
 
 # The fast tier (`uv run --group dev pytest -m fast`, docs/tests.md): the pure core's and the
 # repository's own tests, less any marked slow; under 3 minutes on 2 cores.
-FAST_TIER = ("core/", "test_repository.py", "test_import_layers.py")
+FAST_TIER = (
+    "core/",
+    "test_repository.py",
+    "test_import_layers.py",
+    "test_lazy_imports.py",
+)
 TESTS = Path(__file__).resolve().parent
 
 

@@ -43,6 +43,7 @@ from darling_nemo.judges.calibrated import (
     grouped_folds,
 )
 from darling_nemo.judges.pairdata import load_pairs, split_pairs
+from darling_nemo.schema import EmbeddingJudgeConfig
 from darling_nemo.schema.judges import COSINE_THRESHOLD
 
 SEEDS_FOR_SPREAD = 10
@@ -134,7 +135,6 @@ def split_rows(x: np.ndarray, y: np.ndarray, held: np.ndarray) -> list[str]:
 def speed_rows(n_pairs: int, model: str | None = None) -> list[str]:
     """Part 3's markdown rows: both heads on the real shipped MiniLM (and `model`'s cosine)."""
     from darling_nemo.judges.embedding import EmbeddingJudge
-    from darling_nemo.schema import EmbeddingJudgeConfig
 
     records = [json.loads(line) for line in Path(SHIPPED_PAIRS).read_text().splitlines()]
     pairs = [(r["generation_0"], r["generation_1"]) for r in records[:n_pairs]]

@@ -30,8 +30,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from darling_nemo.bench.calibrated_judge import percent
-from darling_nemo.judges.calibrate import DEFAULT_FEATURES, SHIPPED_TABLE, columns, read_table
+from darling_nemo.judges.calibrate import (
+    DEFAULT_FEATURES,
+    SHIPPED_FILE,
+    SHIPPED_TABLE,
+    columns,
+    read_table,
+)
 from darling_nemo.judges.calibrated import (
+    CalibratedModel,
     classification_metrics,
     cross_fit,
     error_rates,
@@ -181,8 +188,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("| pairs | count | accuracy | balanced accuracy | false similar | false different |")
     print("|---|---|---|---|---|---|")
     print("\n".join(fold_rows(y, folds, scores, said)))
-    from darling_nemo.judges.calibrate import SHIPPED_FILE
-    from darling_nemo.judges.calibrated import CalibratedModel
 
     balanced = CalibratedModel.load(SHIPPED_FILE).threshold
     print(

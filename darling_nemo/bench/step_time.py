@@ -56,6 +56,14 @@ from darling_nemo.judges.cost import (
 from darling_nemo.plan import KNOWN_MODELS
 from darling_nemo.ports import free_port
 from darling_nemo.rehearsal.pacing import MODEL_ENV
+from darling_nemo.rehearsal.run import (
+    Rehearsal,
+    logged_scalars,
+    prepare,
+    run_phase,
+    start_judge_server,
+    start_ray,
+)
 from darling_nemo.rehearsal.shrink import PROMPTS_PER_STEP
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,8 +230,6 @@ def paper_scales(classifier_gpus: int = 8) -> list[Scale]:
 def _run(r: object, shrunk: Path, name: str, mode: str) -> dict[str, float]:
     """One recipe run of 2 steps; NeMo-RL's timers (real seconds) and DARLING's pair counts
     of step 2."""
-    from darling_nemo.rehearsal.run import logged_scalars, run_phase
-
     overlap, stream, prefix = MODES[mode]
     cfg = load_config(
         str(shrunk),
@@ -266,13 +272,6 @@ def _restore_env(name: str, value: str | None) -> None:
 def run_bench(
     workdir: Path, scales: list[Scale], keys: list[str], modes: list[str]
 ) -> list[tuple[str, str, dict[str, float]]]:
-    from darling_nemo.rehearsal.run import (
-        Rehearsal,
-        prepare,
-        start_judge_server,
-        start_ray,
-    )
-
     model = workdir / "step_time_model.json"
     model.write_text(json.dumps(Scale("none", {}, 0.0, 0.0, []).model(1.0)))  # unpaced setup
     r = Rehearsal(REPO / "recipes" / "darling_math.py", CONFIG, [], "math", workdir)

@@ -27,6 +27,8 @@ class JudgeError(RuntimeError):
 
 def make_judge(cfg: JudgeConfig) -> PairJudge | None:
     """The judge a config asks for; None for the lexical rules alone (no model)."""
+    # lazy: the registry loads the config and pydantic (~1 s); vLLM's --middleware imports
+    # this package (judges/auth.py) and must not pay for them
     from darling_nemo.judges.registry import judge_kind
 
     return judge_kind(cfg).build(cfg)

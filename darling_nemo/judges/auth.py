@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import re
@@ -226,8 +227,6 @@ def prove_server(url: str, token: str | None, timeout_s: float = 10.0) -> None:
 
 def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
     """GET without proxies (as the served judge's own session) and without any token."""
-    import http.client  # here: vLLM's process imports this module and never calls this
-
     parts = urllib.parse.urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = kind(parts.hostname or "", parts.port, timeout=timeout_s)

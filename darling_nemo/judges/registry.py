@@ -25,6 +25,7 @@ from typing import Any
 
 from darling_nemo.config import check_model_path
 from darling_nemo.core import PairJudge
+from darling_nemo.judges.ray_pool import RayPoolJudge
 from darling_nemo.registries import registered_for_block
 from darling_nemo.schema import (
     CrossEncoderJudgeConfig,
@@ -136,8 +137,6 @@ def _build_served(cfg: ServedJudgeConfig) -> PairJudge:
 
 
 def _build_ray_pool(cfg: RayPoolJudgeConfig) -> PairJudge:
-    from darling_nemo.judges.ray_pool import RayPoolJudge
-
     return RayPoolJudge(cfg)
 
 

@@ -20,6 +20,8 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 
+from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
+
 CPU_DEPENDENT = ("torch sqrt (MKL vsSqrt)", "torch AdamW 3 steps")
 # Seen on an Intel Xeon only (it is new): the reference test compares it where the weights are
 # compared (per CPU family), not everywhere, until a second CPU family confirms it.
@@ -138,8 +140,6 @@ def fingerprint() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from darling_nemo.mini.reproducibility import pin_cpu_kernels, run_conditions
-
     argv = sys.argv[1:] if argv is None else argv
     for warning in pin_cpu_kernels("portable"):  # before torch computes anything
         print(f"warning: {warning}", file=sys.stderr)

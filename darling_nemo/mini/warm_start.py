@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from darling_nemo.interrupt import stop_if_interrupted
 
@@ -53,7 +54,6 @@ def warm_start(
     # torch, TRL's stack and the optimizer only here: the task registry imports this module
     # for its dataclasses, and a config check must not load torch (optional dependency).
     import torch
-    from tqdm.auto import tqdm
 
     from darling_nemo.mini.optim import optimizer_class
 

@@ -41,6 +41,7 @@ step grpo_train logs its `train/*` metrics.
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import time
 import traceback
@@ -49,6 +50,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from darling_nemo import tasks
 from darling_nemo.judges.figures import say_judge_figures
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.nemo_rl.checks import validate_nemo_rl_config
@@ -58,6 +60,7 @@ from darling_nemo.nemo_rl.judging_plan import (  # noqa: F401 (OVERLAP_ON: re-ex
     judging_plan,
 )
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV, probed
+from darling_nemo.nemo_rl.prefix_worker import NEMO_RL_WORKER, WORKER
 from darling_nemo.nemo_rl.ray_env import hand_wandb_its_key, only_allowed_env, reward_env_vars
 from darling_nemo.nemo_rl.touch_points import (
     NEMO_RL_VERSION,
@@ -80,6 +83,7 @@ from darling_nemo.nemo_rl.user_env import (
     setup_user_data,
 )
 from darling_nemo.schema import ConfigError, DarlingConfig, config_problems
+from darling_nemo.tasks.judge import run_judge
 
 # The DARLING hook's line in NeMo-RL's per-step timing breakdown (timing/train/*).
 JUDGE_TIMER = "darling_judge"
@@ -189,9 +193,6 @@ def reward_judge(darling: DarlingConfig, task: str) -> Any:
     run's task: the task's judge of final answers for a method that needs answer classes
     (darling.method=outcome: math-verify on the math task; checks.py refuses it with a
     reward model), darling.judge where the section calls it, else None (lexical rules)."""
-    from darling_nemo import tasks
-    from darling_nemo.tasks.judge import run_judge
-
     return run_judge(tasks.task(task), darling).make()
 
 
@@ -202,8 +203,6 @@ def prefix_reporting_workers() -> Iterator[None]:
     to RayWorkerBuilder, which this maps; the subclass runs in the same Python environment."""
     from nemo_rl.distributed.ray_actor_environment_registry import ACTOR_ENVIRONMENT_REGISTRY
     from nemo_rl.models.generation.vllm import vllm_generation
-
-    from darling_nemo.nemo_rl.prefix_worker import NEMO_RL_WORKER, WORKER
 
     builder = vllm_generation.RayWorkerBuilder
 
@@ -351,8 +350,6 @@ def check_data_paths(cfg: dict[str, Any]) -> None:
         if is_file and not Path(value).exists():
             problems.append(f"data.{key}: file not found: {value} (cwd {os.getcwd()})")
     if problems:
-        from darling_nemo import tasks
-
         entries = [tasks.task(name).nemo_rl for name in tasks.task_names()]
         hint = "prepare data with " + " / ".join(e.prep_command for e in entries if e)
         message = config_problems(problems)
@@ -374,10 +371,6 @@ def setup_data(
     user's reward functions or a plugin's task, its TRL prompts and quality in one generic
     environment, user_env.py) builds its data itself; `task` is then the section's kind.
     """
-    import importlib
-
-    from darling_nemo import tasks
-
     entry = tasks.task(task)
     if tasks.trains_from_section(entry):
         return setup_user_data(tokenizer, cfg, reward_env_vars())

@@ -56,6 +56,7 @@ import torch
 
 from darling_nemo.judge_stream import JudgeStream
 from darling_nemo.nemo_rl.judging_plan import JudgingPlan
+from darling_nemo.nemo_rl.prefix_worker import InboxPoller, TaggedGeneration
 from darling_nemo.nemo_rl.touch_points import replaced
 from darling_nemo.nemo_rl.transform import (
     DarlingOutcome,
@@ -223,8 +224,6 @@ def overlapped_train(policy: Any, overlapped: OverlappedDarling) -> Iterator[Non
 
 def _settled_words_poller(stream: JudgeStream, prompts: dict[int, tuple[int, ...]]) -> Any:
     """The driver thread that hands the workers' settled words of each row to the stream."""
-    from darling_nemo.nemo_rl.prefix_worker import InboxPoller
-
     if stream.prefix_words is None:  # the judge's registry entry and the judge disagree
         raise ValueError(
             "the judging plan takes settled words, but the judge reads whole responses "
@@ -257,8 +256,6 @@ def judge_during_generation(
     """
     from nemo_rl.algorithms import grpo
     from nemo_rl.experience import rollouts
-
-    from darling_nemo.nemo_rl.prefix_worker import TaggedGeneration
 
     if transform.judge is None:
         raise ValueError("judge_during_generation needs a pair judge")

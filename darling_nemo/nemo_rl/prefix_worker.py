@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -126,8 +127,6 @@ WORKER_METHODS = {
 
 def check_worker(base: type) -> None:
     """Raise naming every method of NeMo-RL's async worker that is not v0.4.0's."""
-    import inspect
-
     problems = []
     for name, expected in WORKER_METHODS.items():
         method = getattr(base, name, None)

@@ -43,11 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from darling_nemo import tasks
+from darling_nemo import methods, tasks
 from darling_nemo.registries import import_plugins
 from darling_nemo.schema import ConfigError
 from darling_nemo.schema.base import validate_section
 from darling_nemo.tasks.base import Task
+from darling_nemo.user_rewards import prompt_key
 
 ENVIRONMENT = "darling_nemo.nemo_rl.user_env.UserRewardEnvironment"
 POOL_START_KEY = "reward_pool_start_seconds"  # user_rewards.POOL_START_METRIC, unprefixed
@@ -111,8 +112,6 @@ def dataset_rows(task: Any, seed: int = 0) -> list[dict[str, Any]]:
 def prompt_rows(entry: Task, task: Any, seed: int) -> list[dict[str, Any]]:
     """The training rows of the task's TRL `prompts` as {"prompt", "columns", "row"}; a row
     is labelled as `Prompts.row_labels` labels it, else by its position."""
-    from darling_nemo.user_rewards import prompt_key
-
     assert entry.prompts is not None  # trains_from_section
     run = PromptsRun(task, seed)
     try:
@@ -277,8 +276,6 @@ class UserRewards:
         """(prompts, completions, keywords) as TRL calls reward functions: the completions
         as the prompts are written (text or a conversation), completion_ids, the columns;
         the rows' labels go to the pool's error lines."""
-        from darling_nemo.user_rewards import prompt_key
-
         prompts = [info["prompt"] for info in metadata]
         completions: list[Any] = []
         completion_ids: list[list[int]] = []
@@ -411,8 +408,6 @@ def answers_of(
     extra_env_info) -> the generic environment's `answers`, for a method with answer classes
     and a task that gives its answers by a function (`Task.answers`); None otherwise (a
     task's judge of answers then compares the responses, `tasks.judge.run_judge`)."""
-    from darling_nemo import methods
-
     environment = section_environment(task_to_env, task)
     answers = tasks.task(task).answers
     if environment is None or answers is None or not methods.method(method).answer_classes:

@@ -16,19 +16,18 @@ import time
 from collections.abc import Sequence
 
 from darling_nemo.config import load_config
+from darling_nemo.rehearsal import (
+    contract_classifier,
+    contract_megatron,
+    contract_megatron_worker,
+    contract_vllm,
+)
+from darling_nemo.rehearsal.contract_child import ContractError
+from darling_nemo.rehearsal.phases import RehearsalFailure
 
 
 def contract_phase(config_path: str, overrides: Sequence[str]) -> None:
     """Raises run.RehearsalFailure naming the contract and the key."""
-    from darling_nemo.rehearsal import (
-        contract_classifier,
-        contract_megatron,
-        contract_megatron_worker,
-        contract_vllm,
-    )
-    from darling_nemo.rehearsal.contract_child import ContractError
-    from darling_nemo.rehearsal.phases import RehearsalFailure
-
     cfg = load_config(config_path, overrides)
     for name, contract, check in (
         ("megatron", "megatron", contract_megatron.run),

@@ -28,6 +28,8 @@ here). Rehearsal-only: nothing here runs in a real training run.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
 import shlex
@@ -36,6 +38,11 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from darling_nemo.judges import node_server
+from darling_nemo.judges.auth import MIDDLEWARE, TOKEN_ENV, new_token
+from darling_nemo.judges.served_wire import classify_payload, parse_reply
 from darling_nemo.plan import resolve_architecture
 from darling_nemo.rehearsal.contract_child import (
     ContractError,
@@ -44,8 +51,10 @@ from darling_nemo.rehearsal.contract_child import (
     model_folder,
     phase,
 )
+from darling_nemo.rehearsal.contract_vllm import gpu_stand_ins, sources
 from darling_nemo.schema import PAIR_TEMPLATES, ClassifierServersConfig, ServedJudgeConfig
 from darling_nemo.schema.darling import validate_darling
+from darling_nemo.serve_classifiers import server_commands
 
 PACKAGE = Path(__file__).parents[1]
 # what a verdict depends on besides the job: cached verdicts are redone when one changes
@@ -106,17 +115,13 @@ def job(cfg: dict[str, Any]) -> dict[str, Any] | str:
     if not isinstance(judge, ServedJudgeConfig):
         return f"judge {judge.kind!r} starts no classifier server"
     if judge.launch is not None:
-        from darling_nemo.judges.node_server import server_command
-
         where, prefix = "the recipe's own server", "darling.judge.launch"
         model, model_key = judge.launch.model, f"{prefix}.model"
-        argv = server_command(judge.launch)[1]
+        argv = node_server.server_command(judge.launch)[1]
         executable, extra_args = judge.launch.executable, judge.launch.extra_args
         max_len = judge.launch.max_model_len
         max_len_key = f"{prefix}.max_model_len={max_len}" if max_len is not None else None
     else:
-        from darling_nemo.serve_classifiers import server_commands
-
         where, prefix = "darling-serve-classifiers (the .sub jobs)", "darling-serve-classifiers"
         if os.environ.get("CLASSIFIER_MODEL"):
             model, model_key = os.environ["CLASSIFIER_MODEL"], "CLASSIFIER_MODEL"
@@ -149,8 +154,6 @@ def job(cfg: dict[str, Any]) -> dict[str, Any] | str:
 def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
     """Each config's verdict, in one child process: 'PASS (...)', 'SKIPPED (why)' or
     'FAIL key=value: why'."""
-    from darling_nemo.rehearsal.contract_vllm import sources
-
     paths, why = sources()
     if paths is None:
         raise ContractError(why)
@@ -163,8 +166,6 @@ def check_many(cfgs: list[dict[str, Any]], timeout_s: int = 1200) -> list[str]:
 def run(cfg: dict[str, Any]) -> str:
     """The phase as the rehearsal prints it: 'PASS (...)' or 'SKIPPED (why)'; raises
     ContractError naming the key on a failure."""
-    from darling_nemo.rehearsal.contract_vllm import sources
-
     one = job(cfg)
     return phase(cfg, one if isinstance(one, str) else None, sources, check_many)
 
@@ -199,7 +200,6 @@ def check_protocol(model: str) -> str:
     )
 
     from darling_nemo.classify_server import classify_body
-    from darling_nemo.judges.served_wire import classify_payload, parse_reply
 
     payload = classify_payload(["[CLS] a [SEP] b [SEP]"], model)
     unknown = sorted(set(payload) - set(ClassificationRequest.model_fields))
@@ -213,7 +213,6 @@ def check_protocol(model: str) -> str:
     )
     if parse_reply(reply.model_dump_json(), 1) != [PROBE_PROBS[-1]]:
         return "the served judge does not read P(similar) as probs[-1] of vLLM 0.10.0's reply"
-    import numpy as np
 
     classifier = types.SimpleNamespace(id2label={0: "LABEL_0", 1: "LABEL_1"})
     ours = classify_body(classifier, model, [[1] * 7], np.array([PROBE_PROBS]))  # type: ignore[arg-type]
@@ -310,11 +309,6 @@ def _check_one(one: dict[str, Any], workdir: Path) -> str:
 def middleware_problem(parsed: Any) -> str:
     """'' when vLLM's parsed `--middleware` list holds the token middleware and its import
     path resolves to a class, as vLLM 0.10.0's build_app imports it; else why not."""
-    import importlib
-    import inspect
-
-    from darling_nemo.judges.auth import MIDDLEWARE, TOKEN_ENV, new_token
-
     if not isinstance(parsed, list):
         return "vLLM 0.10.0's serve parser has no --middleware list"
     if MIDDLEWARE not in parsed:
@@ -360,8 +354,6 @@ def prefix_caching(one: dict[str, Any], config: Any, args_key: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from darling_nemo.rehearsal.contract_vllm import gpu_stand_ins
-
     gpu_stand_ins()
     _model_stand_ins()
     return check_jobs(argv, "darling-classifier-", _check_one)

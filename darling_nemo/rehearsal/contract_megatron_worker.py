@@ -34,11 +34,14 @@ Rehearsal-only: nothing here runs in a real training run.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +144,6 @@ def _package_version(package_info: Path) -> str:
 def _installed() -> tuple[dict[str, str] | None, str]:
     """The import roots of megatron.core and megatron.bridge where this environment has them
     (NeMo-RL's container), when both are at the pinned versions; (None, '') where absent."""
-    import importlib.util
-
     roots = {}
     for name, (package, version) in INSTALLED.items():
         try:
@@ -234,9 +235,6 @@ def _placeholder(*_: Any, **__: Any) -> None:
 
 
 def _module(name: str, **attrs: Any) -> Any:
-    import importlib.machinery
-    import types
-
     module = types.ModuleType(name)
     module.__spec__ = importlib.machinery.ModuleSpec(name, None)
     module.__dict__.update(attrs)
@@ -246,8 +244,6 @@ def _module(name: str, **attrs: Any) -> Any:
 
 def _placeholders_for_missing_megatron_lm() -> None:
     """The worker module imports two Megatron-LM modules outside megatron/core."""
-    import importlib.util
-
     for name, attr in (
         ("megatron.training.utils", "get_ltor_masks_and_position_ids"),
         ("megatron.inference.text_generation.mcore_engine_server", "run_mcore_engine"),
@@ -378,8 +374,6 @@ def name_the_key(err: BaseException, policy: dict[str, Any], world_size: int) ->
 
 
 def _check_one(worker_class: Any, module: Any, one: dict[str, Any], workdir: Path) -> str:
-    import types
-
     import torch
 
     policy, world_size = one["policy"], one["world_size"]

@@ -9,6 +9,12 @@ import os
 import time
 from typing import Any
 
+from darling_nemo.nemo_rl.prefix_worker import (
+    PREFIX_TAG,
+    SettledReporter,
+    inbox_actor,
+    send_to_inbox,
+)
 from darling_nemo.rehearsal.pacing import (
     paced,
     response_seconds,
@@ -229,8 +235,6 @@ class PrefixReportingVllmAsyncWorkerStandIn(VllmAsyncGenerationWorkerStandIn):
     async def generate_async(self, data: Any, greedy: bool = False) -> Any:
         from transformers import AutoTokenizer
 
-        from darling_nemo.nemo_rl.prefix_worker import PREFIX_TAG, SettledReporter, send_to_inbox
-
         if not hasattr(self, "tokenizer"):
             self.tokenizer = AutoTokenizer.from_pretrained(self.cfg["model_name"])
         tags = data.get(PREFIX_TAG) or [None] * len(data["input_lengths"])
@@ -265,8 +269,6 @@ class PrefixReportingVllmAsyncWorkerStandIn(VllmAsyncGenerationWorkerStandIn):
 
 async def taken_by_the_driver(inbox: str, hold_s: float) -> None:
     """Wait until the driver's poller has emptied the inbox (or `hold_s` passed)."""
-    from darling_nemo.nemo_rl.prefix_worker import inbox_actor
-
     deadline = time.monotonic() + hold_s
     while await inbox_actor(inbox).pending.remote() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)

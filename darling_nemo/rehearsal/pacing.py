@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from darling_nemo.judge_stream import prefix_words
+
 MODEL_ENV = "DARLING_STEP_TIME_MODEL"
 PHASES = (
     "generation",
@@ -139,8 +141,6 @@ class PacedJudge:
 
     @property
     def prefix_words(self) -> int | None:  # judge_stream.prefix_words of the wrapped judge
-        from darling_nemo.judge_stream import prefix_words
-
         return prefix_words(self.judge)
 
     @property

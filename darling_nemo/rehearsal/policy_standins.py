@@ -9,6 +9,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from darling_nemo.rehearsal.pacing import paced
 from darling_nemo.rehearsal.standin_common import (
     DEVICE_NAME,
@@ -73,7 +75,6 @@ class _PolicyStandIn(CpuLifecycle):
         """Data-parallel groups from NeMo-RL's layout [PP, DP, CP, TP], and one single-rank
         group per rank for the loss function's vocab-parallel path (its plain path calls
         .cuda())."""
-        import numpy as np
         import torch.distributed as dist
 
         layout = np.asarray(annotations.layout)

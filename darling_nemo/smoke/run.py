@@ -35,13 +35,23 @@ from darling_nemo.config import load_config, save_config
 from darling_nemo.judges.registry import judge_kind
 from darling_nemo.nemo_rl.judging_plan import JudgingPlan, judging_plan
 from darling_nemo.nemo_rl.memory_probe import MEMORY_REPORT_ENV
+from darling_nemo.plan.cli import detect_gpu_memory_gib
+from darling_nemo.plan.estimate import STANDARD_GPUS, make_plan
 from darling_nemo.ports import free_port
+from darling_nemo.rehearsal.contract import contract_phase
 from darling_nemo.rehearsal.phases import (
     GPU_PROB_ERROR_TOLERANCE,
     REHEARSAL_PROB_ERROR_TOLERANCE,
     Expect,
     RehearsalFailure,
     verify_run,
+)
+from darling_nemo.rehearsal.run import (
+    Rehearsal,
+    prepare,
+    run_recipe_once,
+    start_judge_server,
+    start_ray,
 )
 from darling_nemo.rehearsal.shrink import lookup
 from darling_nemo.schema import ConfigError, validate_darling
@@ -97,9 +107,6 @@ def plan_lines(
     given: dict[str, Any], memory_report: Path | None, default_report: Path
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """The memory table: darling-plan of the job's config against the memory report."""
-    from darling_nemo.plan.cli import detect_gpu_memory_gib
-    from darling_nemo.plan.estimate import STANDARD_GPUS, make_plan
-
     path = memory_report or default_report
     source = str(memory_report) if memory_report else "the policy workers' torch peaks"
     if not path.is_file():
@@ -152,7 +159,6 @@ def smoke(
             )
         smoke_dir.mkdir(parents=True, exist_ok=True)
         given = load_config(config_path, overrides)
-        from darling_nemo.rehearsal.contract import contract_phase
 
         phase = "contract"
         contract_phase(config_path, overrides)  # the rehearsal's first phase, before anything
@@ -264,8 +270,6 @@ def _both_runs(
 ) -> list[dict[str, dict[int, float]]]:
     """Run 1 and run 2 (the resume), each checked by the rehearsal's checker; their times go
     into `data`. Returns each run's scalars."""
-    from darling_nemo.rehearsal.run import run_recipe_once
-
     ckpts = smoke_dir / "checkpoints"
     run_scalars = []
     for phase, steps, trained, resumed in RUNS:
@@ -305,13 +309,6 @@ def _standin_world(
     """The rehearsal's world for a CPU smoke: tiny models and the shrunk config (printed),
     the served judge's classifier on 127.0.0.1, a private Ray with fake GPUs, the stand-in
     workers on every process's path. Returns (config, overrides, env, timeout per run)."""
-    from darling_nemo.rehearsal.run import (
-        Rehearsal,
-        prepare,
-        start_judge_server,
-        start_ray,
-    )
-
     # Ray's socket paths must stay short: the world lives in /tmp, not in the smoke folder.
     workdir = Path(tempfile.mkdtemp(prefix="darling-smoke-standins-", dir="/tmp"))
     r = Rehearsal(recipe, config_path, list(overrides), task, workdir)

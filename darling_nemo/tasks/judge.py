@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from darling_nemo import methods
+from darling_nemo import judges, methods
 from darling_nemo.methods.base import EMBEDDINGS
 from darling_nemo.mini.task import JudgeWithEmbeddings
 from darling_nemo.schema import DarlingConfig
@@ -90,6 +90,4 @@ def _pair_judge(entry: Task, darling: DarlingConfig) -> JudgeChoice:
 def configured_judge(judge: Any) -> PairJudgeFn | None:
     """The judge a judge config names (`darling.judge`, an evaluation's `judge`); None: the
     lexical rules alone."""
-    from darling_nemo.judges import make_judge
-
-    return make_judge(judge)
+    return judges.make_judge(judge)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from darling_nemo.judges.answers import MathAnswerJudge
 from darling_nemo.schema import ConfigError, MathTaskConfig
 from darling_nemo.tasks.base import NemoRlTask, PairJudgeFn, Prompts, QualityFn, Task
 from darling_nemo.tasks.prompt_budget import fit_prompts
@@ -65,8 +66,6 @@ def quality(section: MathTaskConfig) -> QualityFn:
 
 
 def answer_judge() -> PairJudgeFn:
-    from darling_nemo.judges.answers import MathAnswerJudge
-
     return MathAnswerJudge()
 
 

@@ -17,6 +17,7 @@ from darling_nemo.schema import ConfigError, RewardFuncsTaskConfig, TrlRunConfig
 from darling_nemo.tasks.base import AnswerFn, PairJudgeFn, Prompts, QualityFn, Task
 from darling_nemo.tasks.prompt_budget import fit_prompts
 from darling_nemo.tasks.rows import chat_prompt_column, column, nonempty_task_rows, prompt_words
+from darling_nemo.user_rewards import UserQuality, check_reward_funcs, prompt_key
 
 
 def reward_funcs_rows(
@@ -59,8 +60,6 @@ def nemo_rl_rows(task: RewardFuncsTaskConfig) -> list[dict[str, Any]]:
 def check_reward_funcs_task(task: RewardFuncsTaskConfig) -> None:
     """The config phase (--dry-run): the data file reads and every reward function imports,
     takes TRL's keywords and scores the first prompt (ConfigError naming the key)."""
-    from darling_nemo.user_rewards import check_reward_funcs
-
     raw, lines = nonempty_task_rows(task)
     prompt = column(raw[:1], lines[:1], task.prompt_key, task.data_path, "task.prompt_key")[0]
     first = {**{k: v for k, v in raw[0].items() if k != task.prompt_key}, "prompt": prompt}
@@ -80,8 +79,6 @@ def reward_funcs_quality(task: RewardFuncsTaskConfig) -> QualityFn:
     """A user's reward functions (darling_nemo/user_rewards.py) as one quality function, and
     task.answer_func in the same pool; a row is named in errors by the label the task's
     prompts give it (`Prompts.row_labels`: task.data_path:line and its id, `build_task`)."""
-    from darling_nemo.user_rewards import UserQuality
-
     return UserQuality(
         task.reward_funcs,
         task.reward_weights,
@@ -96,8 +93,6 @@ def reward_funcs_quality(task: RewardFuncsTaskConfig) -> QualityFn:
 def prompts(cfg: Any) -> Prompts:
     """Every row trains (no held-out split); the first is scored once by every function, so
     a function that cannot run fails here, before any model is loaded."""
-    from darling_nemo.user_rewards import check_reward_funcs, prompt_key
-
     section = cfg.task
     rows, labels = reward_funcs_rows(cfg, section)
     check_reward_funcs(
@@ -123,8 +118,6 @@ def no_judge() -> PairJudgeFn | None:
 
 def answers(quality: QualityFn) -> AnswerFn | None:
     """task.answer_func, in the reward functions' worker pool; None where none is named."""
-    from darling_nemo.user_rewards import UserQuality
-
     assert isinstance(quality, UserQuality)
     return quality.answers if quality.answer_spec is not None else None
 

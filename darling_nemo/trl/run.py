@@ -26,12 +26,14 @@ from typing import Any
 import numpy as np
 import yaml
 
+from darling_nemo import tasks
 from darling_nemo.config import (
     check_model_path,
     check_output_dir,
     save_config,
 )
 from darling_nemo.interrupt import interrupt_reported, stop_if_interrupted
+from darling_nemo.judges import JudgeError
 from darling_nemo.judges.figures import say_judge_figures
 from darling_nemo.judges.registry import check_judge_models, judge_kind
 from darling_nemo.manifest import check, write_manifest
@@ -69,8 +71,6 @@ def validate_trl_config(cfg: Mapping[str, Any]) -> TrlRunConfig:
 
 def zero_reward_note(cfg: TrlRunConfig) -> str | None:
     """Why a run will log reward and loss 0 at every step, when the config says so."""
-    from darling_nemo import tasks
-
     if cfg.policy.kind != "tiny" or not tasks.task_of(cfg.task).untrained_scores_zero:
         return None
     return (
@@ -262,8 +262,6 @@ def with_keys_added_since(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved config with the keys its task's section added since (`added_keys` of the
     registered task's section, whose `kind` is the task's name) filled in with their
     defaults, where the saved one lacks them."""
-    from darling_nemo import tasks
-
     task = saved.get("task")
     kind = task.get("kind") if isinstance(task, dict) else None
     config = tasks.task(kind).config if kind in tasks.task_names() else None
@@ -473,7 +471,6 @@ def probe_judge(run_cfg: TrlRunConfig) -> None:
     probe = judge_kind(judge).probe
     if not (run_cfg.darling.calls_judge and probe is not None):
         return
-    from darling_nemo.judges import JudgeError
 
     try:
         answered = probe(judge)
@@ -487,7 +484,6 @@ def check_model_paths(run_cfg: TrlRunConfig) -> None:
     naming the key), before any model loads."""
     if isinstance(run_cfg.policy, PretrainedPolicyConfig):
         check_model_path(run_cfg.policy.name_or_path, "policy.name_or_path")
-    from darling_nemo import tasks
 
     model_paths = tasks.task_of(run_cfg.task).model_paths
     for key, model in model_paths(run_cfg.task) if model_paths else []:
