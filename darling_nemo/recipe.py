@@ -163,8 +163,6 @@ def check_user_task(recipe: Recipe, cfg: dict, darling: DarlingConfig) -> None:
 def run_task(recipe: Recipe, cfg: dict) -> str:
     """The task a NeMo-RL run trains (the registry's name): its `task:` section's kind where
     it has one (any task trained from a section, a plugin's too), else the recipe's."""
-    from darling_nemo import tasks
-
     section = cfg.get("task")
     return tasks.task(str(section["kind"])).name if section else recipe.name
 
