@@ -16,6 +16,7 @@ import pytest
 
 from darling_nemo.judges.registry import JudgeKind, registered_judge_kind
 from darling_nemo.methods.base import (
+    ANSWERS,
     EMBEDDINGS,
     LOGPROBS,
     GroupBatch,
@@ -55,10 +56,13 @@ def test_each_group_writes_each_groups_formula_back_to_its_rows():
     assert reward.tolist() == [1.0 - 8 / 3, -1.5, 2.0 - 8 / 3, 1.5, 5.0 - 8 / 3]
 
 
-def test_an_input_is_missing_unless_the_engines_or_the_judge_give_it():
-    method = Method("m", "m", lambda b, s: b.quality, inputs=(LOGPROBS, EMBEDDINGS, "answers"))
-    assert missing_inputs(method, frozenset()) == [EMBEDDINGS, "answers"]
-    assert missing_inputs(method, {EMBEDDINGS, "answers"}) == []
+def test_an_input_is_missing_unless_the_engines_the_task_or_the_judge_give_it():
+    # ANSWERS comes from the task (checked against the task, Method.task_needs)
+    inputs = (LOGPROBS, EMBEDDINGS, ANSWERS, "rationales")
+    method = Method("m", "m", lambda b, s: b.quality, inputs=inputs)
+    assert missing_inputs(method, frozenset()) == [EMBEDDINGS, "rationales"]
+    assert missing_inputs(method, {EMBEDDINGS, "rationales"}) == []
+    assert method.answer_classes and method.task_needs == "final answers"
 
 
 def test_dqo_is_refused_by_what_it_declares_against_what_the_judge_gives():
