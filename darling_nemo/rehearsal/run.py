@@ -209,7 +209,8 @@ def prepare(r: Rehearsal, judge_url: str | None) -> tuple[Path, dict[str, Any], 
 
 def run_phase(r: Rehearsal, name: str, config: Path, steps: int, log: Path) -> str:
     """One recipe run as the user starts it (a fresh process), up to grpo.max_num_steps."""
-    return run_recipe_once(r.recipe, config, steps, r.env, log, name, PHASE_TIMEOUT_S)
+    # the log's last error line: a refusal that spans lines names its endpoint below its first
+    return run_recipe_once(r.recipe, config, steps, r.env, log, name, PHASE_TIMEOUT_S, False)
 
 
 def run_recipe_once(
@@ -220,8 +221,11 @@ def run_recipe_once(
     log: Path,
     phase: str,
     timeout: float | None,
+    refusal_first: bool = True,
 ) -> str:
-    """One recipe run as the user starts it, up to grpo.max_num_steps=steps; its log text."""
+    """One recipe run as the user starts it, up to grpo.max_num_steps=steps; its log text.
+    A failed run raises RehearsalFailure with the recipe's own refusal line where it made
+    one and `refusal_first`, else the log's last error line."""
     cmd = [sys.executable, str(recipe), "--config", str(config), f"grpo.max_num_steps={steps}"]
     with log.open("w") as out:
         try:
@@ -240,7 +244,7 @@ def run_recipe_once(
     if proc.returncode != 0:
         # the recipe's own one-line refusal (`darling_math: ...`, exit 2) where it made one
         refusals = [line for line in text.splitlines() if line.startswith(f"{recipe.stem}: ")]
-        error = refusals[-1] if refusals else _last_error(text)
+        error = refusals[-1] if refusals and refusal_first else _last_error(text)
         raise RehearsalFailure(phase, f"{error} (exit {proc.returncode}; log: {log})")
     return text
 
