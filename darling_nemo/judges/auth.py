@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import json
 import os
 import re
@@ -227,6 +226,10 @@ def prove_server(url: str, token: str | None, timeout_s: float = 10.0) -> None:
 
 def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
     """GET without proxies (as the served judge's own session) and without any token."""
+    # lazy: vLLM's server imports this module for its middleware and never calls this;
+    # http.client (and the email parser under it) is about half of this module's import time
+    import http.client
+
     parts = urllib.parse.urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = kind(parts.hostname or "", parts.port, timeout=timeout_s)
