@@ -42,6 +42,11 @@ class PluginError(ValueError):
     """A module named in `darling.plugins` could not be imported (the message names it)."""
 
 
+DEFAULT_PLUGIN_PATH = (".",)
+"""Where `darling.plugins` are looked for first when `plugin_path` is unset: the working
+directory (the schema's default, the driver's and the NeMo-RL environment actor's)."""
+
+
 def import_plugins(darling: object) -> list[str]:
     """Import the modules a raw `darling:` mapping names in `plugins` (each registers its
     methods, judge kinds or tasks when imported, from a folder of the user's), searched
@@ -49,7 +54,7 @@ def import_plugins(darling: object) -> list[str]:
     so the names they register are accepted. Returns the modules imported."""
     if not isinstance(darling, dict) or not darling.get("plugins"):
         return []
-    modules, folders = darling["plugins"], darling.get("plugin_path", ["."])
+    modules, folders = darling["plugins"], darling.get("plugin_path", list(DEFAULT_PLUGIN_PATH))
     for key, value in (("plugins", modules), ("plugin_path", folders)):
         # a bare string would be read a character at a time, each taken for a module
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):

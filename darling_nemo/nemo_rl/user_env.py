@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from darling_nemo import methods, tasks
-from darling_nemo.registries import import_plugins
+from darling_nemo.registries import DEFAULT_PLUGIN_PATH, import_plugins
 from darling_nemo.schema import ConfigError
 from darling_nemo.schema.base import validate_section
 from darling_nemo.tasks.base import Task
@@ -199,7 +199,7 @@ def plugins_config(cfg: Mapping[str, Any]) -> dict[str, list[str]]:
     darling = cfg.get("darling") or {}
     if not darling.get("plugins"):
         return {}
-    folders = darling.get("plugin_path") or ["."]
+    folders = darling.get("plugin_path", list(DEFAULT_PLUGIN_PATH))  # as the driver's
     return {
         "plugins": list(darling["plugins"]),
         "plugin_path": [str(Path(folder).resolve()) for folder in folders],
@@ -381,9 +381,8 @@ def start_environment(
 def section_environment(task_to_env: Mapping[str, Any], task: str) -> Any:
     """The generic environment of a run of task `task` (the registry's name), None where the
     task trains from NeMo-RL's data: and env: sections instead (its own environment)."""
-    if not tasks.trains_from_section(tasks.task(task)):
-        return None
-    return task_to_env.get(tasks.task(task).name)
+    entry = tasks.task(task)
+    return task_to_env.get(entry.name) if tasks.trains_from_section(entry) else None
 
 
 def metrics_of(task_to_env: Mapping[str, Any], task: str) -> Callable[[], dict[str, float]] | None:

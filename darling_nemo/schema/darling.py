@@ -22,6 +22,7 @@ from darling_nemo.core import (
     QualityShift,
 )
 from darling_nemo.methods.base import INPUT_WORDS, missing_inputs
+from darling_nemo.registries import DEFAULT_PLUGIN_PATH
 from darling_nemo.schema.base import (
     ConfigError,
     Strict,
@@ -85,7 +86,7 @@ class DarlingSection(Strict):
     # judge kind or task when imported (docs/your-own-task.md): import paths, looked for
     # first in the folders of plugin_path (relative: to the working directory).
     plugins: list[str] = Field(default_factory=list)
-    plugin_path: list[str] = Field(default_factory=lambda: ["."])
+    plugin_path: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGIN_PATH))
 
     @model_validator(mode="after")
     def _method_applies(self) -> DarlingSection:
